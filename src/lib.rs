@@ -1,5 +1,47 @@
 //! tollgate: an embedded admission engine for HTTP APIs.
+//!
+//! A service asks, for every request, [`Limiter::admit`]`(&key) -> `[`Decision`]. The answer
+//! comes from a fixed-size, lock-free table of per-caller token buckets (a burst and a sustained
+//! bucket per identity and route class, changed together in one compare-and-swap), says exactly
+//! when to come back, and never tells one tenant anything about another.
+//!
+//! ```
+//! use tollgate::{Decision, Key, Limiter, Profile};
+//!
+//! let profile = Profile::from_path("examples/profiles/example.yaml")?;
+//! let limiter = Limiter::builder(profile).build()?;
+//! let write = limiter.route_class("write").expect("the profile has a write class");
+//!
+//! let key = Key::authenticated("acme", "alice", write)?;
+//! match limiter.admit(&key) {
+//!     Decision::Admit => { /* serve the request */ }
+//!     Decision::Throttle { retry_after, .. } => { /* 429, Retry-After: retry_after */ }
+//!     Decision::Unavailable { .. } => { /* 503 */ }
+//! }
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+
+mod bucket;
+mod decision;
+mod identity;
+mod limiter;
+mod profile;
+mod sync;
+mod table;
 
 #[cfg(feature = "client")]
 pub mod client;
+
+/// The clock crate tollgate uses, re-exported so that `Builder::clock` needs no version match.
+pub use quanta;
+
+pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
+pub use decision::{BucketKind, CatalogEntry, Cause, Decision};
+pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
+pub use limiter::{BuildError, Builder, Limiter};
+pub use profile::{
+    Anonymous, BucketLimit, Capacity, Catalog, CatalogCode, ErrorBudget, Identities, OrderedMap,
+    Period, Prefix, Profile, ProfileError, Ratio, RetryAfterPolicy, Route, RouteClassLimits,
+    Share, SharedCapacity, Shards, TenantPolicy, Tokens, Weight, MAX_CAPACITY, MAX_SHARDS,
+};

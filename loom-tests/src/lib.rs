@@ -1,0 +1,1 @@
+//! Empty on purpose: the models are in `tests/`.

@@ -1,0 +1,252 @@
+//! Whose bucket: keys, route class handles, and the keyed 128-bit digest the table stores.
+//!
+//! Authenticated traffic is keyed by tenant, principal and route class; unauthenticated traffic
+//! by the caller's network prefix (hashed) and route class, never by anyone's tenant id. Keys
+//! borrow their strings; the limiter hashes them with its secret into a [`Digest`] and keeps
+//! only that, so the table never holds a raw tenant or principal string.
+
+use core::fmt;
+use core::hash::{BuildHasher, Hasher};
+use std::net::IpAddr;
+
+/// The longest tenant or principal id, in bytes.
+pub const MAX_ID_LEN: usize = 1024;
+
+/// A route class of one limiter's profile, resolved once by [`crate::Limiter::route_class`] so
+/// that `admit` does no string lookup. Meaningful only for the limiter that issued it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RouteClass(pub(crate) u32);
+
+impl RouteClass {
+    /// The class's position in the profile's `route_classes` (the C ABI passes this number).
+    pub fn index(self) -> u32 {
+        self.0
+    }
+}
+
+/// Who is asking, for which route class. Build one per request; it borrows its strings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Key<'a> {
+    pub(crate) who: Who<'a>,
+    pub(crate) class: RouteClass,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Who<'a> {
+    Authenticated { tenant: &'a str, principal: &'a str },
+    Anonymous(IpAddr),
+}
+
+/// Why a key was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyError {
+    /// The tenant id is empty.
+    EmptyTenant,
+    /// The principal id is empty.
+    EmptyPrincipal,
+    /// The tenant or principal id is longer than [`MAX_ID_LEN`] bytes.
+    TooLong,
+}
+
+impl fmt::Display for KeyError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            KeyError::EmptyTenant => "tenant id is empty",
+            KeyError::EmptyPrincipal => "principal id is empty",
+            KeyError::TooLong => "tenant or principal id is longer than 1024 bytes",
+        })
+    }
+}
+
+impl std::error::Error for KeyError {}
+
+impl<'a> Key<'a> {
+    /// An authenticated caller: `tenant` and `principal` as the service's own authentication
+    /// verified them. Both must be 1 to [`MAX_ID_LEN`] bytes.
+    pub fn authenticated(
+        tenant: &'a str,
+        principal: &'a str,
+        class: RouteClass,
+    ) -> Result<Key<'a>, KeyError> {
+        if tenant.is_empty() {
+            return Err(KeyError::EmptyTenant);
+        }
+        if principal.is_empty() {
+            return Err(KeyError::EmptyPrincipal);
+        }
+        if tenant.len() > MAX_ID_LEN || principal.len() > MAX_ID_LEN {
+            return Err(KeyError::TooLong);
+        }
+        Ok(Key { who: Who::Authenticated { tenant, principal }, class })
+    }
+
+    /// An unauthenticated caller, grouped with its network prefix (`anonymous.ipv4_prefix` or
+    /// `ipv6_prefix` of the profile). For fairness all anonymous traffic is one pseudo-tenant.
+    pub fn anonymous(peer: IpAddr, class: RouteClass) -> Key<'static> {
+        Key { who: Who::Anonymous(peer), class }
+    }
+
+    /// The route class.
+    pub fn class(&self) -> RouteClass {
+        self.class
+    }
+
+    /// The tenant, or `None` for the anonymous class.
+    pub fn tenant(&self) -> Option<&'a str> {
+        match self.who {
+            Who::Authenticated { tenant, .. } => Some(tenant),
+            Who::Anonymous(_) => None,
+        }
+    }
+}
+
+/// A keyed 128-bit digest of an identity and route class. Never zero (the table's "nobody").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct Digest {
+    pub(crate) hi: u64,
+    pub(crate) lo: u64,
+}
+
+impl Digest {
+    /// No identity: an unused or released slot.
+    pub(crate) const NONE: Digest = Digest { hi: 0, lo: 0 };
+}
+
+/// Hashes keys with the limiter's secret: two independently seeded aHash states make the 128
+/// bits. aHash is keyed and built for hash-flooding resistance, at a few ns for short ids.
+#[derive(Clone)]
+pub(crate) struct KeyHasher {
+    hi: ahash::RandomState,
+    lo: ahash::RandomState,
+    v4_prefix: u8,
+    v6_prefix: u8,
+}
+
+const TAG_AUTHENTICATED: u8 = 1;
+const TAG_ANONYMOUS: u8 = 2;
+
+impl KeyHasher {
+    /// Seeds both states from `secret`. The same secret and prefixes give the same digests in
+    /// every process that runs the same build of tollgate.
+    pub(crate) fn new(secret: &[u8], v4_prefix: u8, v6_prefix: u8) -> KeyHasher {
+        // Fixed, arbitrary constants (digits of pi) only spread the secret into 8 seeds.
+        let spread = ahash::RandomState::with_seeds(
+            0x243f_6a88_85a3_08d3,
+            0x1319_8a2e_0370_7344,
+            0xa409_3822_299f_31d0,
+            0x082e_fa98_ec4e_6c89,
+        );
+        let seed = |i: u64| {
+            let mut h = spread.build_hasher();
+            h.write_u64(i);
+            h.write(secret);
+            h.finish()
+        };
+        KeyHasher {
+            hi: ahash::RandomState::with_seeds(seed(0), seed(1), seed(2), seed(3)),
+            lo: ahash::RandomState::with_seeds(seed(4), seed(5), seed(6), seed(7)),
+            v4_prefix,
+            v6_prefix,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn digest(&self, key: &Key<'_>) -> Digest {
+        let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
+        match key.who {
+            Who::Authenticated { tenant, principal } => {
+                feed(&mut hi, &mut lo, |h| {
+                    h.write_u8(TAG_AUTHENTICATED);
+                    // Lengths first, so ("ab", "c") and ("a", "bc") differ.
+                    h.write_u64((tenant.len() as u64) << 32 | principal.len() as u64);
+                    h.write(tenant.as_bytes());
+                    h.write(principal.as_bytes());
+                    h.write_u32(key.class.0);
+                });
+            }
+            Who::Anonymous(ip) => {
+                let (prefix, len) = self.network_prefix(ip);
+                feed(&mut hi, &mut lo, |h| {
+                    h.write_u8(TAG_ANONYMOUS);
+                    h.write_u128(prefix);
+                    h.write_u8(len);
+                    h.write_u32(key.class.0);
+                });
+            }
+        }
+        // Bit 0 set: a digest is never `Digest::NONE`.
+        Digest { hi: hi.finish(), lo: lo.finish() | 1 }
+    }
+
+    /// The caller's network as (masked address, prefix length); IPv4-mapped IPv6 addresses
+    /// count as IPv4, and IPv4 lengths are offset so that no v4 network equals a v6 one.
+    pub(crate) fn network_prefix(&self, ip: IpAddr) -> (u128, u8) {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+            v4 => v4,
+        };
+        match ip {
+            IpAddr::V4(v4) => {
+                let bits = u32::from(v4);
+                let p = u32::from(self.v4_prefix);
+                let masked = if p == 0 { 0 } else { bits & (u32::MAX << (32 - p)) };
+                (u128::from(masked), 200 + self.v4_prefix)
+            }
+            IpAddr::V6(v6) => {
+                let bits = u128::from(v6);
+                let p = u32::from(self.v6_prefix);
+                let masked = if p == 0 { 0 } else { bits & (u128::MAX << (128 - p)) };
+                (masked, self.v6_prefix)
+            }
+        }
+    }
+}
+
+#[inline]
+fn feed(hi: &mut ahash::AHasher, lo: &mut ahash::AHasher, f: impl Fn(&mut ahash::AHasher)) {
+    f(hi);
+    f(lo);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h() -> KeyHasher {
+        KeyHasher::new(b"secret", 24, 56)
+    }
+
+    #[test]
+    fn keys_are_checked() {
+        let c = RouteClass(0);
+        assert_eq!(Key::authenticated("", "p", c), Err(KeyError::EmptyTenant));
+        assert_eq!(Key::authenticated("t", "", c), Err(KeyError::EmptyPrincipal));
+        let long = "x".repeat(MAX_ID_LEN + 1);
+        assert_eq!(Key::authenticated(&long, "p", c), Err(KeyError::TooLong));
+        assert!(Key::authenticated(&long[..MAX_ID_LEN], "p", c).is_ok());
+    }
+
+    #[test]
+    fn digests_separate_fields_and_classes() {
+        let h = h();
+        let d = |t, p, c| h.digest(&Key::authenticated(t, p, RouteClass(c)).unwrap());
+        assert_ne!(d("ab", "c", 0), d("a", "bc", 0));
+        assert_ne!(d("a", "b", 0), d("a", "b", 1));
+        assert_eq!(d("a", "b", 0), d("a", "b", 0));
+        let other = KeyHasher::new(b"other", 24, 56);
+        let k = Key::authenticated("a", "b", RouteClass(0)).unwrap();
+        assert_ne!(h.digest(&k), other.digest(&k));
+    }
+
+    #[test]
+    fn anonymous_groups_by_prefix() {
+        let h = h();
+        let d = |s: &str| h.digest(&Key::anonymous(s.parse().unwrap(), RouteClass(0)));
+        assert_eq!(d("192.0.2.1"), d("192.0.2.200"));
+        assert_ne!(d("192.0.2.1"), d("192.0.3.1"));
+        assert_eq!(d("::ffff:192.0.2.7"), d("192.0.2.1"));
+        assert_eq!(d("2001:db8:0:1::1"), d("2001:db8:0:ff::2"));
+        assert_ne!(d("2001:db8:0:100::1"), d("2001:db8:0:1::1"));
+        assert_ne!(d("0.0.0.0"), d("::"));
+    }
+}

@@ -1,0 +1,429 @@
+//! The identity table: fixed-capacity open addressing over 64-byte slots, one atomic state
+//! word per slot, lock-free lookup and update, no allocation after construction.
+//!
+//! See `IMPLEMENTATION.md` for the protocol with pictures. In short:
+//!
+//! * An identity lives within [`WINDOW`] slots of its *home* (linear probing). A slot is never
+//!   emptied again once used, so a scan may stop at the first never-used slot.
+//! * The state word holds both buckets' TATs and a generation. An admit is one CAS on it.
+//! * A slot whose buckets are both full may be reclaimed for another identity: the claimer CASes
+//!   the word to `BUSY` with the next generation, which makes every CAS prepared against the old
+//!   occupant fail (the ABA guard), writes the new digest, and publishes.
+//! * Two threads inserting the same new identity must not end up in two slots. Each home slot
+//!   keeps a `claims` counter; a claim is committed by a CAS on the counter read before the
+//!   scan, so a claim commits only if no other claim for that home committed in between.
+
+use crate::bucket::Tats;
+use crate::identity::Digest;
+use crate::sync::{AtomicU128, AtomicU64, Backoff, Ordering};
+
+/// How far from its home slot an identity may live.
+pub(crate) const WINDOW: usize = 32;
+
+/// Times are nanoseconds since the limiter was built, in 60 bits (36 years).
+pub(crate) const TAT_BITS: u32 = 60;
+const TAT_MASK: u128 = (1 << TAT_BITS) - 1;
+const BURST_SHIFT: u32 = 0;
+const SUSTAINED_SHIFT: u32 = TAT_BITS;
+const GEN_SHIFT: u32 = 2 * TAT_BITS;
+const GEN_MASK: u128 = 0x3f << GEN_SHIFT;
+/// The slot holds (or held) an identity; never cleared once set.
+const OCCUPIED: u128 = 1 << 126;
+/// A claim is in progress: the digest is being written; nobody else may write the word.
+const BUSY: u128 = 1 << 127;
+
+/// One slot's state word.
+///
+/// ```text
+///  127   126       125..120    119 ........ 60   59 ......... 0
+/// +----+----------+----------+----------------+----------------+
+/// |BUSY| OCCUPIED |   gen    | sustained TAT  |   burst TAT    |
+/// +----+----------+----------+----------------+----------------+
+/// ```
+///
+/// All zero is a never-used slot. `gen` (6 bits, wrapping) changes on every claim, and a claim
+/// also sets both TATs to the claim time, so a word seen for one occupant does not recur for
+/// the next unless 64 claims of the same slot fall within the same clock tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotState(u128);
+
+impl SlotState {
+    #[cfg(test)]
+    pub(crate) const EMPTY: SlotState = SlotState(0);
+
+    #[inline]
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 & OCCUPIED == 0
+    }
+    #[inline]
+    pub(crate) fn is_busy(self) -> bool {
+        self.0 & BUSY != 0
+    }
+    #[inline]
+    pub(crate) fn tats(self) -> Tats {
+        Tats {
+            burst: ((self.0 >> BURST_SHIFT) & TAT_MASK) as u64,
+            sustained: ((self.0 >> SUSTAINED_SHIFT) & TAT_MASK) as u64,
+        }
+    }
+    /// The same occupant (and generation) with new TATs.
+    #[inline]
+    pub(crate) fn with_tats(self, t: Tats) -> SlotState {
+        debug_assert!(u128::from(t.burst) <= TAT_MASK && u128::from(t.sustained) <= TAT_MASK);
+        let keep = self.0 & (BUSY | OCCUPIED | GEN_MASK);
+        SlotState(
+            keep | (u128::from(t.burst) << BURST_SHIFT) | (u128::from(t.sustained) << SUSTAINED_SHIFT),
+        )
+    }
+    /// True if `other` is this occupant's word, possibly with other TATs.
+    #[inline]
+    fn same_occupant(self, other: SlotState) -> bool {
+        (self.0 ^ other.0) & (BUSY | OCCUPIED | GEN_MASK) == 0
+    }
+    /// The word a claimer installs: busy, the next generation, both buckets full at `now`.
+    fn claimed(self, now: u64) -> SlotState {
+        let gen = (self.0 & GEN_MASK).wrapping_add(1 << GEN_SHIFT) & GEN_MASK;
+        SlotState(BUSY | OCCUPIED | gen).with_tats(Tats::full(now))
+    }
+    /// A claim finished: not busy any more.
+    fn published(self, t: Tats) -> SlotState {
+        SlotState(self.0 & !BUSY).with_tats(t)
+    }
+}
+
+/// The atomic state word.
+#[derive(Debug)]
+pub(crate) struct AtomicSlotState(AtomicU128);
+
+impl AtomicSlotState {
+    fn new() -> Self {
+        AtomicSlotState(AtomicU128::new(0))
+    }
+    #[inline]
+    fn load(&self, o: Ordering) -> SlotState {
+        SlotState(self.0.load(o))
+    }
+    #[inline]
+    fn compare_exchange(
+        &self,
+        current: SlotState,
+        new: SlotState,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<SlotState, SlotState> {
+        self.0
+            .compare_exchange(current.0, new.0, success, failure)
+            .map(SlotState)
+            .map_err(SlotState)
+    }
+    #[inline]
+    fn store(&self, v: SlotState, o: Ordering) {
+        self.0.store(v.0, o)
+    }
+}
+
+/// One identity's slot: exactly one 64-byte cache line.
+///
+/// Why 64 and not crossbeam's 128 (`CachePadded` on x86-64, because the spatial prefetcher
+/// fetches lines in pairs): the slots of a table are written by whichever threads serve those
+/// identities, at random; two identities sharing a 128-byte pair collide only when both are hot
+/// at once, while padding to 128 would double the memory of a table sized in millions. A hot
+/// identity's own line is never shared with another identity's state.
+#[repr(C, align(64))]
+pub(crate) struct Slot {
+    state: AtomicSlotState,
+    digest_hi: AtomicU64,
+    digest_lo: AtomicU64,
+    /// Claims committed for identities whose home is this slot (see the module doc).
+    claims: AtomicU64,
+}
+
+#[cfg(not(all(tollgate_loom, feature = "loom")))]
+const _: () = assert!(core::mem::size_of::<Slot>() == 64);
+
+impl Slot {
+    fn new() -> Slot {
+        Slot {
+            state: AtomicSlotState::new(),
+            digest_hi: AtomicU64::new(0),
+            digest_lo: AtomicU64::new(0),
+            claims: AtomicU64::new(0),
+        }
+    }
+
+    /// Relaxed: only read after an Acquire load of `state` that saw the claim that wrote them
+    /// published; if a reclaim changes them meanwhile, it changed `state` first, and the CAS
+    /// that follows every use of a digest fails.
+    #[inline]
+    fn digest(&self) -> Digest {
+        Digest {
+            hi: self.digest_hi.load(Ordering::Relaxed),
+            lo: self.digest_lo.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Relaxed: the caller holds the slot `BUSY`; the Release publish (or the Release commit of
+    /// the claim counter) makes these stores visible before anyone can use them.
+    fn set_digest(&self, d: Digest) {
+        self.digest_hi.store(d.hi, Ordering::Relaxed);
+        self.digest_lo.store(d.lo, Ordering::Relaxed);
+    }
+}
+
+/// No slot in the identity's window can be had.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TableFull;
+
+/// What an update does with an identity's TATs.
+pub(crate) enum Apply<R> {
+    /// Write these TATs (the request was admitted).
+    Write(Tats, R),
+    /// Change nothing (the request was refused).
+    Keep(R),
+}
+
+enum Scan {
+    Found(usize, SlotState),
+    /// Not in its window; the first slot it could take, if any.
+    Absent(Option<(usize, SlotState)>),
+    /// A claim for this very digest is in progress; look again when it is published.
+    Wait,
+}
+
+/// The table. Its size is fixed at construction.
+pub(crate) struct Table {
+    slots: Box<[Slot]>,
+}
+
+impl Table {
+    /// A table of `capacity` slots (at least one).
+    pub(crate) fn new(capacity: usize) -> Table {
+        let capacity = capacity.max(1);
+        Table { slots: (0..capacity).map(|_| Slot::new()).collect() }
+    }
+
+    pub(crate) fn capacity(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Bytes held by the table.
+    pub(crate) fn memory_bytes(&self) -> usize {
+        core::mem::size_of::<Self>() + core::mem::size_of_val(&*self.slots)
+    }
+
+    /// The home slot: Lemire's multiply-shift range reduction of the digest's low half.
+    #[inline]
+    fn home(&self, d: Digest) -> usize {
+        ((u128::from(d.lo) * self.slots.len() as u128) >> 64) as usize
+    }
+
+    #[inline]
+    fn at(&self, home: usize, k: usize) -> (usize, &Slot) {
+        let mut i = home + k;
+        if i >= self.slots.len() {
+            i -= self.slots.len();
+        }
+        (i, &self.slots[i])
+    }
+
+    /// The identity's TATs at `now` without changing anything (full if it has no slot).
+    pub(crate) fn peek(&self, d: Digest, now: u64) -> Option<Tats> {
+        loop {
+            match self.scan(d, self.home(d), now) {
+                Scan::Found(_, s) => return Some(s.tats()),
+                Scan::Absent(_) => return None,
+                Scan::Wait => Backoff::new().snooze(),
+            }
+        }
+    }
+
+    /// Applies `f` to the identity's TATs and writes what it returns in one CAS, retrying `f`
+    /// on the fresh TATs when another admit of the same identity got there first. A new
+    /// identity first claims a slot, with both buckets full at `now`.
+    #[inline]
+    pub(crate) fn update<R>(
+        &self,
+        d: Digest,
+        now: u64,
+        mut f: impl FnMut(Tats) -> Apply<R>,
+    ) -> Result<R, TableFull> {
+        let home = self.home(d);
+        let backoff = Backoff::new();
+        loop {
+            // Acquire: a claim committed before this load has its digest visible to the scan.
+            let seq = self.slots[home].claims.load(Ordering::Acquire);
+            match self.scan(d, home, now) {
+                Scan::Found(i, seen) => {
+                    if let Some(r) = self.cas_loop(&self.slots[i], seen, &mut f) {
+                        return Ok(r);
+                    }
+                    // The slot was reclaimed under us: the identity was full; look again.
+                }
+                Scan::Wait => backoff.snooze(),
+                Scan::Absent(None) => return Err(TableFull),
+                Scan::Absent(Some((i, seen))) => {
+                    if let Some(r) = self.claim(d, home, seq, i, seen, now, &mut f) {
+                        return Ok(r);
+                    }
+                }
+            }
+        }
+    }
+
+    /// One identity's CAS loop. `None` if the slot changed occupant.
+    #[inline]
+    fn cas_loop<R>(
+        &self,
+        slot: &Slot,
+        mut seen: SlotState,
+        f: &mut impl FnMut(Tats) -> Apply<R>,
+    ) -> Option<R> {
+        loop {
+            let (tats, r) = match f(seen.tats()) {
+                Apply::Keep(r) => return Some(r),
+                Apply::Write(tats, r) => (tats, r),
+            };
+            // Success Relaxed would do for the TATs alone (the word is the whole state); AcqRel
+            // keeps this RMW in the release sequence of the claim's publish and costs nothing
+            // more on x86 (`lock cmpxchg16b` is a full barrier). Failure Acquire: a different
+            // occupant's word sends us back to scan, which reloads with Acquire anyway.
+            match slot.state.compare_exchange(
+                seen,
+                seen.with_tats(tats),
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Some(r),
+                Err(actual) if actual.same_occupant(seen) => seen = actual,
+                Err(_) => return None,
+            }
+        }
+    }
+
+    /// Claims slot `i` (seen as `seen`) for `d`, commits the claim, applies `f` and publishes.
+    /// `None` if another thread got the slot or committed a claim for the same home first.
+    #[cold]
+    #[allow(clippy::too_many_arguments)]
+    fn claim<R>(
+        &self,
+        d: Digest,
+        home: usize,
+        seq: u64,
+        i: usize,
+        seen: SlotState,
+        now: u64,
+        f: &mut impl FnMut(Tats) -> Apply<R>,
+    ) -> Option<R> {
+        let slot = &self.slots[i];
+        let busy = seen.claimed(now);
+        // Acquire on success: the digest stores below must not become visible before the word
+        // is BUSY, or a reader could match the new digest against the old occupant's word.
+        // Failure Relaxed: we start over with fresh Acquire loads.
+        slot.state
+            .compare_exchange(seen, busy, Ordering::Acquire, Ordering::Relaxed)
+            .ok()?;
+        slot.set_digest(d);
+        // AcqRel: Release publishes the digest to any later claimer of this home (it loads
+        // `claims` with Acquire before scanning, and then finds our BUSY slot and waits);
+        // Acquire orders us after the claim we saw committed.
+        let committed = self.slots[home]
+            .claims
+            .compare_exchange(seq, seq.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed)
+            .is_ok();
+        if !committed {
+            // Another claim for this home committed since our scan, perhaps for `d`. Give the
+            // slot back as a reclaimable one that matches nobody. It stays OCCUPIED: a scan
+            // that passed it while BUSY may have placed an identity beyond it.
+            slot.set_digest(Digest::NONE);
+            // Release: the cleared digest is visible with the word that frees the slot.
+            slot.state.store(busy.published(busy.tats()), Ordering::Release);
+            return None;
+        }
+        let (tats, r) = match f(busy.tats()) {
+            Apply::Write(tats, r) => (tats, r),
+            Apply::Keep(r) => (busy.tats(), r),
+        };
+        // Release: publishes the digest together with the word (pairs with the scan's Acquire).
+        slot.state.store(busy.published(tats), Ordering::Release);
+        Some(r)
+    }
+
+    /// Looks for `d` in its window; notes the first slot it could claim.
+    #[inline]
+    fn scan(&self, d: Digest, home: usize, now: u64) -> Scan {
+        let mut free = None;
+        for k in 0..WINDOW.min(self.slots.len()) {
+            let (i, slot) = self.at(home, k);
+            // Acquire: pairs with the Release publish of the claim that wrote this digest.
+            let s = slot.state.load(Ordering::Acquire);
+            if s.is_empty() {
+                // Never used: nothing was ever placed beyond it for this home.
+                return Scan::Absent(free.or(Some((i, s))));
+            }
+            let hit = slot.digest() == d;
+            if s.is_busy() {
+                if hit {
+                    return Scan::Wait;
+                }
+                continue;
+            }
+            if hit {
+                return Scan::Found(i, s);
+            }
+            if free.is_none() && s.tats().is_full(now) {
+                free = Some((i, s));
+            }
+        }
+        Scan::Absent(free)
+    }
+}
+
+#[cfg(all(test, not(all(tollgate_loom, feature = "loom"))))]
+mod tests {
+    use super::*;
+
+    fn d(n: u64) -> Digest {
+        Digest { hi: n, lo: n << 1 | 1 }
+    }
+
+    fn charge(t: &Table, dg: Digest, now: u64, dt: u64) -> Result<Tats, TableFull> {
+        t.update(dg, now, |tats| {
+            let n = Tats { burst: tats.burst.max(now) + dt, sustained: tats.sustained.max(now) + dt };
+            Apply::Write(n, n)
+        })
+    }
+
+    #[test]
+    fn state_word_round_trips() {
+        let s = SlotState::EMPTY.claimed(7);
+        assert!(s.is_busy() && !s.is_empty());
+        let t = Tats { burst: (1 << 60) - 1, sustained: 12345 };
+        let p = s.published(t);
+        assert_eq!(p.tats(), t);
+        assert!(!p.is_busy() && !p.is_empty());
+        assert!(p.same_occupant(p.with_tats(Tats::full(0))));
+        assert!(!p.same_occupant(p.claimed(0)));
+    }
+
+    #[test]
+    fn full_table_fails_closed_and_reclaims_full_slots() {
+        let t = Table::new(4);
+        for n in 0..4 {
+            charge(&t, d(n), 0, 100).unwrap();
+        }
+        assert_eq!(charge(&t, d(9), 50, 100), Err(TableFull));
+        // An existing identity keeps its state.
+        assert_eq!(charge(&t, d(0), 50, 100).unwrap().burst, 200);
+        // At 100 the others are full again and may be reclaimed; identity 0 is not.
+        assert!(charge(&t, d(9), 100, 100).is_ok());
+        assert_eq!(t.peek(d(0), 100), Some(Tats { burst: 200, sustained: 200 }));
+        assert_eq!(t.peek(d(9), 100), Some(Tats { burst: 200, sustained: 200 }));
+    }
+
+    #[test]
+    fn slot_is_one_line() {
+        assert_eq!(core::mem::size_of::<Slot>(), 64);
+        assert_eq!(core::mem::align_of::<Slot>(), 64);
+        assert_eq!(Table::new(1000).memory_bytes(), 1000 * 64 + core::mem::size_of::<Table>());
+    }
+}
