@@ -506,13 +506,26 @@ impl std::error::Error for ProfileError {}
 impl Profile {
     /// Parses and validates a profile.
     pub fn from_yaml(src: &str) -> Result<Profile, ProfileError> {
-        let profile: Profile = serde_yaml_ng::from_str(src).map_err(|e| {
-            let pos = e.location().map(|l| (l.line(), l.column()));
-            // serde_yaml_ng appends " at line L column C"; the position is kept apart.
-            let mut msg = e.to_string();
+        let de = serde_yaml_ng::Deserializer::from_str(src);
+        let profile: Profile = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            // serde_yaml_ng puts its own (shorter) path in front and the position at the end;
+            // both are replaced by the full field path and the position of the field itself.
+            let mut msg = inner.to_string();
             if let Some(i) = msg.rfind(" at line ") {
                 msg.truncate(i);
             }
+            if let Some((head, rest)) = msg.split_once(": ") {
+                if !head.contains(' ') {
+                    msg = rest.to_owned();
+                }
+            }
+            let pos = inner.location().map(|l| {
+                let last = path.rsplit('.').next().unwrap_or("");
+                refine_position(src, (l.line(), l.column()), last)
+            });
+            let msg = if path == "." { msg } else { format!("{path}: {msg}") };
             ProfileError::at(msg, pos)
         })?;
         profile.check(src)?;
@@ -613,6 +626,43 @@ impl Profile {
     /// The limits of a route class by name.
     pub fn route_class(&self, name: &str) -> Option<&RouteClassLimits> {
         self.route_classes.get(name)
+    }
+}
+
+/// serde_yaml_ng reports a bad scalar at the mapping that holds it; the value of `key` at or
+/// after that position is where the user should look.
+fn refine_position(src: &str, (line, column): (usize, usize), key: &str) -> (usize, usize) {
+    let at = src.lines().nth(line.saturating_sub(1)).and_then(|l| l.get(column.saturating_sub(1)..));
+    let is_mapping = at.is_some_and(|t| {
+        let name = t.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+        t.starts_with('{') || (name > 0 && t[name..].trim_start().starts_with(':'))
+    });
+    if !is_mapping || key.is_empty() || key.contains('[') {
+        return (line, column);
+    }
+    let tail: String = src
+        .lines()
+        .skip(line.saturating_sub(1))
+        .enumerate()
+        .map(|(i, l)| {
+            if i == 0 {
+                // Blank out what precedes the mapping on its first line, keeping columns.
+                let cut = column.saturating_sub(1).min(l.len());
+                format!("{}{}\n", " ".repeat(cut), &l[cut..])
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    match find_key_value(&tail, key, "") {
+        Some((l, _)) => {
+            let text = tail.lines().nth(l - 1).unwrap_or("");
+            let at = text.find(&format!("{key}:")).or_else(|| text.find(key)).unwrap_or(0);
+            let after = &text[at + key.len()..];
+            let value = after.trim_start_matches([':', ' ', '\t']);
+            (line + l - 1, text.len() - value.len() + 1)
+        }
+        None => (line, column),
     }
 }
 
