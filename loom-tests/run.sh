@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The loom models, exactly as CI runs them. LOOM_MAX_PREEMPTIONS bounds the preemptions loom
+# explores per execution (2 covers every race in these models between two threads; the
+# three-thread model is bounded by it too). Release mode: loom is slow unoptimised.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export RUSTFLAGS="--cfg tollgate_loom ${RUSTFLAGS:-}"
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
+# A separate target dir: the cfg changes every crate's build.
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom"
+start=$(date +%s)
+cargo test -p loom-tests --release -- --test-threads=1 "$@"
+echo "loom models: $(( $(date +%s) - start ))s with LOOM_MAX_PREEMPTIONS=$LOOM_MAX_PREEMPTIONS"
