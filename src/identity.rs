@@ -156,21 +156,21 @@ impl KeyHasher {
         match key.who {
             Who::Authenticated { tenant, principal } => {
                 feed(&mut hi, &mut lo, |h| {
-                    h.write_u8(TAG_AUTHENTICATED);
-                    // Lengths first, so ("ab", "c") and ("a", "bc") differ.
-                    h.write_u64((tenant.len() as u64) << 32 | principal.len() as u64);
+                    // aHash mixes each `write`'s length in, so ("ab", "c") and ("a", "bc")
+                    // differ; the tag keeps tenants apart from anonymous networks.
+                    h.write_u64(u64::from(TAG_AUTHENTICATED) | u64::from(key.class.0) << 8);
                     h.write(tenant.as_bytes());
                     h.write(principal.as_bytes());
-                    h.write_u32(key.class.0);
                 });
             }
             Who::Anonymous(ip) => {
                 let (prefix, len) = self.network_prefix(ip);
                 feed(&mut hi, &mut lo, |h| {
-                    h.write_u8(TAG_ANONYMOUS);
-                    h.write_u128(prefix);
-                    h.write_u8(len);
-                    h.write_u32(key.class.0);
+                    h.write_u64(
+                        u64::from(TAG_ANONYMOUS) | u64::from(key.class.0) << 8 | u64::from(len) << 40,
+                    );
+                    h.write_u64(prefix as u64);
+                    h.write_u64((prefix >> 64) as u64);
                 });
             }
         }

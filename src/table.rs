@@ -182,6 +182,13 @@ pub(crate) enum Apply<R> {
     Keep(R),
 }
 
+enum Claimed<R> {
+    /// Claimed a slot, applied the update and published it.
+    Done(R),
+    /// Another thread inserted the identity meanwhile: update it there.
+    Found(usize, SlotState),
+}
+
 enum Scan {
     Found(usize, SlotState),
     /// Not in its window; the first slot it could take, if any.
@@ -250,20 +257,48 @@ impl Table {
         let home = self.home(d);
         let backoff = Backoff::new();
         loop {
+            let found = match self.scan(d, home, now) {
+                Scan::Found(i, seen) => Some((i, seen)),
+                Scan::Wait => {
+                    backoff.snooze();
+                    continue;
+                }
+                // A new identity (or a race): the claim path scans again under the counter.
+                Scan::Absent(_) => match self.claim_path(d, home, now, &mut f)? {
+                    Claimed::Done(r) => return Ok(r),
+                    Claimed::Found(i, seen) => Some((i, seen)),
+                },
+            };
+            if let Some((i, seen)) = found {
+                if let Some(r) = self.cas_loop(&self.slots[i], seen, &mut f) {
+                    return Ok(r);
+                }
+                // The slot was reclaimed under us: the identity was full; look again.
+            }
+        }
+    }
+
+    /// The path of an identity the first scan did not find: claim a slot, or find that another
+    /// thread inserted it meanwhile.
+    #[cold]
+    fn claim_path<R>(
+        &self,
+        d: Digest,
+        home: usize,
+        now: u64,
+        f: &mut impl FnMut(Tats) -> Apply<R>,
+    ) -> Result<Claimed<R>, TableFull> {
+        let backoff = Backoff::new();
+        loop {
             // Acquire: a claim committed before this load has its digest visible to the scan.
             let seq = self.slots[home].claims.load(Ordering::Acquire);
             match self.scan(d, home, now) {
-                Scan::Found(i, seen) => {
-                    if let Some(r) = self.cas_loop(&self.slots[i], seen, &mut f) {
-                        return Ok(r);
-                    }
-                    // The slot was reclaimed under us: the identity was full; look again.
-                }
+                Scan::Found(i, seen) => return Ok(Claimed::Found(i, seen)),
                 Scan::Wait => backoff.snooze(),
                 Scan::Absent(None) => return Err(TableFull),
                 Scan::Absent(Some((i, seen))) => {
-                    if let Some(r) = self.claim(d, home, seq, i, seen, now, &mut f) {
-                        return Ok(r);
+                    if let Some(r) = self.claim(d, home, seq, i, seen, now, f) {
+                        return Ok(Claimed::Done(r));
                     }
                 }
             }
