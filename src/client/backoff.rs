@@ -7,6 +7,8 @@
 
 use std::time::Duration;
 
+use super::saturating_nanos as nanos;
+
 /// How a backoff delay is randomized; `exp` below is `min(cap, base * 2^retry)`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Jitter {
@@ -42,10 +44,6 @@ impl Default for Backoff {
             jitter: Jitter::Full,
         }
     }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl Backoff {

@@ -3,10 +3,11 @@
 //! so a thousand tasks hitting the same outage cannot multiply the load on it.
 
 use std::fmt;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use super::clock::{Clock, TokioClock};
+use super::lock;
 
 /// Fixed-point unit: one retry costs `SCALE`, one request deposits `floor(ratio * SCALE)`.
 /// Rounding the deposit down means the effective ratio is never above the configured one (tower
@@ -114,11 +115,7 @@ impl RetryBudget {
     /// Runs `f` on the window after expiring the sub-windows older than `ttl`.
     fn with_window<T>(&self, f: impl FnOnce(&mut Window) -> T) -> T {
         let now = self.inner.clock.now();
-        let mut w = self
-            .inner
-            .window
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
+        let mut w = lock(&self.inner.window);
         let slot = self.inner.slot_len;
         let passed = now.saturating_duration_since(w.head_start).as_nanos() / slot.as_nanos();
         if passed > 0 {

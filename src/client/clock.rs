@@ -5,8 +5,10 @@
 
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
+
+use super::lock;
 
 /// A boxed, `Send` sleep future, so [`Clock`] stays object-safe (`Arc<dyn Clock>`).
 pub type Sleep = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
@@ -73,8 +75,8 @@ impl ManualClock {
         }
     }
 
-    fn state(&self) -> std::sync::MutexGuard<'_, ManualState> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    fn state(&self) -> MutexGuard<'_, ManualState> {
+        lock(&self.state)
     }
 
     /// Moves both clocks forward by `d` (without logging a sleep).
@@ -114,7 +116,7 @@ impl Clock for ManualClock {
         // Time moves on the first poll, not here: a timer raced against an attempt that is
         // already done is never polled and must not move the clock.
         Box::pin(async move {
-            let mut s = state.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut s = lock(&state);
             s.elapsed += d;
             s.sleeps.push(d);
         })

@@ -38,3 +38,21 @@ pub use policy::{
 };
 pub use retry_after::{parse_retry_after, MAX_RETRY_AFTER};
 pub use stats::{ClientStats, ClientStatsSnapshot};
+
+/// The random generator of [`RetryPolicy::rng`] and [`Backoff::delay`], re-exported so callers
+/// can seed it without naming the dependency.
+pub use fastrand;
+
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+/// `d` in nanoseconds, saturating at `u64::MAX` (584 years): every wait here is far below.
+fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Locks `m`, ignoring poisoning: the guarded data (counters, a generator, a clock offset) stays
+/// valid if a holder panicked, and a retry loop should not panic because a test did.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

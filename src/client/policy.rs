@@ -3,7 +3,7 @@
 use std::fmt;
 use std::future::Future;
 use std::pin::pin;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
@@ -15,6 +15,7 @@ use super::classify::{Classifier, ResponseMeta, SendState, TransportError, Verdi
 use super::clock::{Clock, TokioClock};
 use super::retry_after::parse_retry_after;
 use super::stats::ClientStats;
+use super::{lock, saturating_nanos};
 
 /// How one logical request is retried: attempts, deadline, waits, classification, and the
 /// injected clock, randomness and counters.
@@ -147,11 +148,6 @@ impl RetryPolicy {
         &self.stats
     }
 
-    /// The injected clock.
-    pub fn clock_ref(&self) -> &Arc<dyn Clock> {
-        &self.clock
-    }
-
     /// The wait for a server's Retry-After of `server`, or `Err(server)` when it exceeds
     /// `max_wait`. Never shorter than `server`, nor than the backoff floor.
     fn retry_after_wait(
@@ -165,7 +161,7 @@ impl RetryPolicy {
         let spread = server
             .mul_f64(self.retry_after_jitter.min(1e6))
             .max(self.retry_after_spread);
-        let spread_ns = u64::try_from(spread.as_nanos()).unwrap_or(u64::MAX);
+        let spread_ns = saturating_nanos(spread);
         let extra = Duration::from_nanos(rng.u64(0..=spread_ns));
         let wait = server.saturating_add(extra).min(self.max_wait);
         Ok(wait.max(self.backoff.floor().min(self.max_wait)))
@@ -449,11 +445,7 @@ where
     budget.deposit();
 
     // One short lock per logical request; the fork is this request's own generator.
-    let mut rng = policy
-        .rng
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .fork();
+    let mut rng = lock(&policy.rng).fork();
     let key: Option<Arc<str>> = match call.key {
         IdempotencyKey::None => None,
         IdempotencyKey::Given(k) => Some(k),

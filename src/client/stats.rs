@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
 use super::policy::GiveUp;
+use super::saturating_nanos as nanos;
 
 /// Live counters of one client; share it with `Arc` and read it with [`ClientStats::snapshot`].
 ///
@@ -83,10 +84,6 @@ impl ClientStatsSnapshot {
             + self.abandoned_non_retryable
             + self.abandoned_wait_too_long
     }
-}
-
-fn nanos(d: Duration) -> u64 {
-    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 impl ClientStats {
