@@ -1,9 +1,4 @@
-//! Capped exponential backoff with jitter, as defined in the AWS Architecture Blog post
-//! "Exponential Backoff And Jitter" (Marc Brooker, 2015).
-//!
-//! Jitter spreads clients that failed together so they do not come back together; the cap keeps a
-//! long outage from growing waits without bound; the floor keeps full jitter from retrying after a
-//! few microseconds.
+//! Capped exponential backoff with full, equal or decorrelated jitter.
 
 use std::time::Duration;
 
@@ -24,7 +19,14 @@ pub enum Jitter {
     None,
 }
 
-/// Backoff configuration: base, cap, floor and jitter. Cheap to copy; holds no state, the
+/// Capped exponential backoff with jitter, as defined in the AWS Architecture Blog post
+/// "Exponential Backoff And Jitter" (Marc Brooker, 2015).
+///
+/// Jitter spreads clients that failed together so they do not come back together; the cap keeps a
+/// long outage from growing waits without bound; the floor keeps full jitter from retrying after a
+/// few microseconds.
+///
+/// Configuration: base, cap, floor and jitter. Cheap to copy; holds no state, the
 /// per-request state is the retry index and previous delay passed to [`Backoff::delay`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Backoff {

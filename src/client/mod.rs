@@ -13,6 +13,46 @@
 //!
 //! Time ([`Clock`]) and randomness (`fastrand::Rng`) are injected so that tests run on
 //! [`ManualClock`] without sleeping.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::time::Duration;
+//! use http::{Method, Response};
+//! use tollgate::client::{execute, Call, GiveUp, ManualClock, RetryBudget, RetryPolicy, TransportError};
+//!
+//! # tokio::runtime::Builder::new_current_thread().build().unwrap().block_on(async {
+//! let clock = Arc::new(ManualClock::default()); // `TokioClock` (the default) in production
+//! let policy = RetryPolicy::new()
+//!     .deadline(Some(Duration::from_secs(10)))
+//!     .max_wait(Duration::from_secs(5))
+//!     .clock(clock.clone());
+//! // One budget per client, shared by all its tasks.
+//! let budget = RetryBudget::with_clock(Duration::from_secs(10), 10, 0.2, clock.clone());
+//!
+//! let result = execute(
+//!     &policy,
+//!     &budget,
+//!     Call::new(Method::POST).generate_idempotency_key(),
+//!     |attempt| async move {
+//!         // Send the request here with `attempt.idempotency_key` and `attempt.timeout`;
+//!         // map a connect error to `TransportError::not_sent(e)`.
+//!         let status = if attempt.number < 3 { 503 } else { 201 };
+//!         let resp = Response::builder().status(status).header("retry-after", "1").body(());
+//!         resp.map_err(TransportError::not_sent)
+//!     },
+//! )
+//! .await;
+//! match result {
+//!     Ok(resp) => assert_eq!(resp.status(), 201),
+//!     Err(e) => match e.reason {
+//!         // Too long to wait here: park the work and try again after `wait`.
+//!         GiveUp::Deadline { wait } | GiveUp::WaitTooLong { wait } => println!("park for {wait:?}"),
+//!         _ => panic!("{e}"),
+//!     },
+//! }
+//! assert_eq!(policy.client_stats().snapshot().attempts, 3);
+//! # });
+//! ```
 
 mod backoff;
 mod budget;

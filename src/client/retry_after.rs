@@ -33,6 +33,22 @@ pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 ///
 /// Everything else is `None`: empty, negative, fractional, trailing garbage, impossible dates
 /// (Feb 30, hour 24 or 25, minute 60).
+///
+/// Written by hand rather than with the `httpdate` crate, whose RFC 850 reading uses a fixed
+/// pivot (`00`-`69` are 20xx) instead of RFC 9110's rule relative to the recipient's clock.
+///
+/// ```
+/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+/// use tollgate::client::parse_retry_after;
+///
+/// let now = UNIX_EPOCH + Duration::from_secs(784_111_777 - 60); // 1994-11-06T08:48:37Z
+/// let one_minute = Some(Duration::from_secs(60));
+/// assert_eq!(parse_retry_after("60", now), one_minute);
+/// assert_eq!(parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", now), one_minute);
+/// assert_eq!(parse_retry_after("Sunday, 06-Nov-94 08:49:37 GMT", now), one_minute);
+/// assert_eq!(parse_retry_after("Sun Nov  6 08:49:37 1994", now), one_minute);
+/// assert_eq!(parse_retry_after("1.5", now), None);
+/// ```
 pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     let v = value.trim_matches(|c| c == ' ' || c == '\t').as_bytes();
     if v.is_empty() {

@@ -1,16 +1,5 @@
 //! Client counters: kept in plain atomics (readable without a metrics recorder, by tests and the
 //! storm example) and mirrored to the `metrics` facade under `tollgate_client_*`.
-//!
-//! | metric | kind | meaning |
-//! | --- | --- | --- |
-//! | `tollgate_client_requests_total` | counter | logical requests started |
-//! | `tollgate_client_attempts_total` | counter | attempts sent (first tries and retries) |
-//! | `tollgate_client_amplification` | histogram | attempts per finished logical request |
-//! | `tollgate_client_success_total` | counter | logical requests that eventually succeeded |
-//! | `tollgate_client_abandoned_total{reason}` | counter | gave up: `deadline`, `budget`, `attempts`, `non_retryable`, `wait_too_long` |
-//! | `tollgate_client_wait_seconds` | histogram | each wait between attempts |
-//! | `tollgate_client_retry_after_seconds` | histogram | each valid `Retry-After` received |
-//! | `tollgate_client_retry_after_invalid_total` | counter | `Retry-After` values that did not parse |
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
@@ -19,6 +8,19 @@ use super::policy::GiveUp;
 use super::saturating_nanos as nanos;
 
 /// Live counters of one client; share it with `Arc` and read it with [`ClientStats::snapshot`].
+///
+/// Each update is mirrored to the `metrics` facade (a no-op without a recorder):
+///
+/// | metric | kind | meaning |
+/// | --- | --- | --- |
+/// | `tollgate_client_requests_total` | counter | logical requests started |
+/// | `tollgate_client_attempts_total` | counter | attempts sent (first tries and retries) |
+/// | `tollgate_client_amplification` | histogram | attempts per finished logical request |
+/// | `tollgate_client_success_total` | counter | logical requests that eventually succeeded |
+/// | `tollgate_client_abandoned_total{reason}` | counter | gave up: `deadline`, `budget`, `attempts`, `non_retryable`, `wait_too_long` |
+/// | `tollgate_client_wait_seconds` | histogram | each wait between attempts |
+/// | `tollgate_client_retry_after_seconds` | histogram | each valid `Retry-After` received |
+/// | `tollgate_client_retry_after_invalid_total` | counter | `Retry-After` values that did not parse |
 ///
 /// Every counter is an independent `Relaxed` atomic: a snapshot taken while requests run may mix
 /// moments, which is fine for monitoring and exact once the requests are done.
