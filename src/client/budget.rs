@@ -112,6 +112,14 @@ impl RetryBudget {
         self.inner.ttl
     }
 
+    /// Reserve plus every live sub-window, saturating (a huge `ttl * min_per_sec` must not
+    /// overflow).
+    fn balance(&self, w: &Window) -> i64 {
+        w.slots
+            .iter()
+            .fold(self.inner.reserve, |acc, s| acc.saturating_add(*s))
+    }
+
     /// Runs `f` on the window after expiring the sub-windows older than `ttl`.
     fn with_window<T>(&self, f: impl FnOnce(&mut Window) -> T) -> T {
         let now = self.inner.clock.now();
@@ -140,16 +148,14 @@ impl RetryBudget {
     pub fn deposit(&self) {
         let amount = self.inner.deposit;
         if amount > 0 {
-            self.with_window(|w| w.slots[w.head] += amount);
+            self.with_window(|w| w.slots[w.head] = w.slots[w.head].saturating_add(amount));
         }
     }
 
     /// Takes one retry if the budget has it; `false` means do not retry.
     pub fn try_withdraw(&self) -> bool {
-        let reserve = self.inner.reserve;
         self.with_window(|w| {
-            let balance: i64 = w.slots.iter().sum::<i64>() + reserve;
-            if balance >= SCALE {
+            if self.balance(w) >= SCALE {
                 w.slots[w.head] -= SCALE;
                 true
             } else {
@@ -160,8 +166,7 @@ impl RetryBudget {
 
     /// Whole retries available now (for dashboards and tests).
     pub fn available(&self) -> u64 {
-        let reserve = self.inner.reserve;
-        let balance = self.with_window(|w| w.slots.iter().sum::<i64>() + reserve);
+        let balance = self.with_window(|w| self.balance(w));
         u64::try_from(balance / SCALE).unwrap_or(0)
     }
 }
@@ -206,6 +211,26 @@ mod tests {
         assert_eq!(b.available(), 20);
         let n = (0..100).take_while(|_| b.try_withdraw()).count();
         assert_eq!(n, 20);
+    }
+
+    #[test]
+    fn extreme_settings_do_not_overflow() {
+        let clock = ManualClock::default();
+        let b = RetryBudget::with_clock(Duration::MAX, u32::MAX, f64::INFINITY, Arc::new(clock));
+        for _ in 0..100 {
+            b.deposit();
+            assert!(b.try_withdraw());
+        }
+        assert!(b.available() > 1_000_000);
+        let b = RetryBudget::with_clock(
+            Duration::ZERO,
+            0,
+            f64::NAN,
+            Arc::new(ManualClock::default()),
+        );
+        b.deposit();
+        assert!(!b.try_withdraw());
+        assert_eq!(b.ttl(), Duration::from_millis(10));
     }
 
     #[test]

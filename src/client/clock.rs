@@ -89,7 +89,8 @@ impl ManualClock {
         self.state().elapsed
     }
 
-    /// Every sleep requested so far, in order.
+    /// Every sleep that ran so far, in order: waits between attempts and attempt timers that
+    /// fired (a timer that lost its race never ran).
     pub fn sleeps(&self) -> Vec<Duration> {
         self.state().sleeps.clone()
     }
