@@ -44,7 +44,13 @@ struct Line(AtomicU64);
 #[inline]
 fn cas_once(a: &AtomicU64) -> bool {
     let cur = a.load(Ordering::Relaxed);
-    a.compare_exchange(cur, cur.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed).is_ok()
+    a.compare_exchange(
+        cur,
+        cur.wrapping_add(1),
+        Ordering::AcqRel,
+        Ordering::Relaxed,
+    )
+    .is_ok()
 }
 
 mod single_threaded {
@@ -58,19 +64,24 @@ mod single_threaded {
         let (l, class) = tollgate_limiter(1 << 16);
         g.bench_function("tollgate_admit", |b| {
             b.iter(|| {
-                let k = Key::authenticated(black_box(&tenant), black_box(&principal), class).unwrap();
+                let k =
+                    Key::authenticated(black_box(&tenant), black_box(&principal), class).unwrap();
                 black_box(l.admit(&k))
             })
         });
 
         let keyed: DefaultKeyedRateLimiter<String> = RateLimiter::keyed(quota());
-        g.bench_function("governor_keyed", |b| b.iter(|| black_box(keyed.check_key(black_box(&joined)))));
+        g.bench_function("governor_keyed", |b| {
+            b.iter(|| black_box(keyed.check_key(black_box(&joined))))
+        });
 
         let direct: DefaultDirectRateLimiter = RateLimiter::direct(quota());
         g.bench_function("governor_direct", |b| b.iter(|| black_box(direct.check())));
 
         let line = Line(AtomicU64::new(0));
-        g.bench_function("floor_cas_padded_slot", |b| b.iter(|| black_box(cas_once(&line.0))));
+        g.bench_function("floor_cas_padded_slot", |b| {
+            b.iter(|| black_box(cas_once(&line.0)))
+        });
 
         let clock = tollgate::quanta::Clock::new();
         g.bench_function("floor_cas_plus_now", |b| {
@@ -81,7 +92,9 @@ mod single_threaded {
         });
         g.bench_function("part_quanta_now", |b| b.iter(|| black_box(clock.now())));
         let hasher = ahash::RandomState::with_seeds(1, 2, 3, 4);
-        g.bench_function("part_ahash_25_bytes", |b| b.iter(|| black_box(hasher.hash_one(black_box(&joined)))));
+        g.bench_function("part_ahash_25_bytes", |b| {
+            b.iter(|| black_box(hasher.hash_one(black_box(&joined))))
+        });
         g.finish();
     }
 
@@ -93,7 +106,9 @@ mod single_threaded {
         let all: Vec<(String, String, String)> = (0..KEYS).map(names).collect();
         // The random order is drawn before timing; the loop only walks it.
         let mut rng = SmallRng::seed_from_u64(7);
-        let order: Vec<u32> = (0..1 << 22).map(|_| rng.gen_range(0..KEYS as u32)).collect();
+        let order: Vec<u32> = (0..1 << 22)
+            .map(|_| rng.gen_range(0..KEYS as u32))
+            .collect();
 
         // Twice as many slots as keys: open addressing wants head room (see README).
         let (l, class) = tollgate_limiter(2 * KEYS as u64);
@@ -125,8 +140,12 @@ mod single_threaded {
         drop(keyed);
 
         // The floor: one CAS on a random line of a 64 MiB array (larger than any cache here).
-        let lines: Vec<Line> = (0..(64 << 20) / 64).map(|_| Line(AtomicU64::new(0))).collect();
-        let line_order: Vec<u32> = (0..1 << 22).map(|_| rng.gen_range(0..lines.len() as u32)).collect();
+        let lines: Vec<Line> = (0..(64 << 20) / 64)
+            .map(|_| Line(AtomicU64::new(0)))
+            .collect();
+        let line_order: Vec<u32> = (0..1 << 22)
+            .map(|_| rng.gen_range(0..lines.len() as u32))
+            .collect();
         g.bench_function(BenchmarkId::new("floor_cas_random_line_64MiB", KEYS), |b| {
             let mut i = 0;
             b.iter(|| {

@@ -47,6 +47,13 @@ impl Rate {
             Err(next - limit)
         }
     }
+
+    /// Whole tokens left at `now` in a bucket at `tat`.
+    #[inline]
+    pub(crate) fn remaining(self, tat: u64, now: u64) -> u64 {
+        let debt = tat.saturating_sub(now).min(self.tau);
+        (self.tau - debt) / self.t
+    }
 }
 
 /// Both buckets of one identity and route class.
@@ -67,7 +74,10 @@ impl Tats {
     /// Both buckets full at `now`: a fresh identity, or one idle long enough.
     #[inline]
     pub(crate) fn full(now: u64) -> Tats {
-        Tats { burst: now, sustained: now }
+        Tats {
+            burst: now,
+            sustained: now,
+        }
     }
 
     /// True when both buckets are full at `now`, so the identity is indistinguishable from a
@@ -96,10 +106,22 @@ impl Limits {
             self.sustained.charge(tats.sustained, now),
         ) {
             (Ok(burst), Ok(sustained)) => Ok(Tats { burst, sustained }),
-            (Err(wait), Ok(_)) => Err(Short { wait, bucket: BucketKind::Burst }),
-            (Ok(_), Err(wait)) => Err(Short { wait, bucket: BucketKind::Sustained }),
-            (Err(b), Err(s)) if b > s => Err(Short { wait: b, bucket: BucketKind::Burst }),
-            (Err(_), Err(s)) => Err(Short { wait: s, bucket: BucketKind::Sustained }),
+            (Err(wait), Ok(_)) => Err(Short {
+                wait,
+                bucket: BucketKind::Burst,
+            }),
+            (Ok(_), Err(wait)) => Err(Short {
+                wait,
+                bucket: BucketKind::Sustained,
+            }),
+            (Err(b), Err(s)) if b > s => Err(Short {
+                wait: b,
+                bucket: BucketKind::Burst,
+            }),
+            (Err(_), Err(s)) => Err(Short {
+                wait: s,
+                bucket: BucketKind::Sustained,
+            }),
         }
     }
 }
@@ -117,6 +139,9 @@ mod tests {
         }
         assert_eq!(r.charge(tat, 0), Err(1_000));
         assert_eq!(r.charge(tat, 999), Err(1));
+        assert_eq!(r.remaining(tat, 999), 0);
+        assert_eq!(r.remaining(tat, 1_000), 1);
+        assert_eq!(r.remaining(tat, 10_000), 3);
         assert!(r.charge(tat, 1_000).is_ok());
     }
 
@@ -128,15 +153,30 @@ mod tests {
 
     #[test]
     fn both_or_neither() {
-        let l = Limits { burst: Rate::new(2, 100), sustained: Rate::new(3, 3_000) };
+        let l = Limits {
+            burst: Rate::new(2, 100),
+            sustained: Rate::new(3, 3_000),
+        };
         let mut tats = Tats::full(0);
         tats = l.charge(tats, 0).unwrap();
         tats = l.charge(tats, 0).unwrap();
         // The burst is empty; the sustained bucket would have had a token.
-        assert_eq!(l.charge(tats, 0), Err(Short { wait: 50, bucket: BucketKind::Burst }));
+        assert_eq!(
+            l.charge(tats, 0),
+            Err(Short {
+                wait: 50,
+                bucket: BucketKind::Burst
+            })
+        );
         tats = l.charge(tats, 100).unwrap();
         // Now the burst has a token but the sustained credit is spent: nothing is charged.
-        assert_eq!(l.charge(tats, 100), Err(Short { wait: 900, bucket: BucketKind::Sustained }));
+        assert_eq!(
+            l.charge(tats, 100),
+            Err(Short {
+                wait: 900,
+                bucket: BucketKind::Sustained
+            })
+        );
         assert!(l.charge(tats, 999).is_err());
         assert!(l.charge(tats, 1_000).is_ok());
     }

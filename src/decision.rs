@@ -93,9 +93,10 @@ impl Decision {
         match self {
             Decision::Admit => None,
             Decision::Throttle { .. } => Some(CatalogEntry::Throttled),
-            Decision::Unavailable { cause: Cause::StoreUnavailable, .. } => {
-                Some(CatalogEntry::LimiterUnavailable)
-            }
+            Decision::Unavailable {
+                cause: Cause::StoreUnavailable,
+                ..
+            } => Some(CatalogEntry::LimiterUnavailable),
             Decision::Unavailable { .. } => Some(CatalogEntry::OverCapacity),
         }
     }
@@ -103,7 +104,8 @@ impl Decision {
     /// The stable code callers see (`rate_limited`, `over_capacity`, `limiter_unavailable` in the
     /// example profile); `None` for [`Decision::Admit`].
     pub fn catalog_code<'p>(&self, profile: &'p Profile) -> Option<&'p str> {
-        self.catalog_entry().map(|e| profile.catalog.entry(e).code.as_str())
+        self.catalog_entry()
+            .map(|e| profile.catalog.entry(e).code.as_str())
     }
 
     /// `Retry-After` as HTTP sends it: whole seconds rounded up, at least 1, capped at `max`.
@@ -131,10 +133,16 @@ mod tests {
         assert_eq!(t(1_000_000_000).retry_after_secs(max), Some(1));
         assert_eq!(t(1_000_000_001).retry_after_secs(max), Some(2));
         assert_eq!(t(86_400_000_000_000).retry_after_secs(max), Some(3600));
-        let store = Decision::Unavailable { retry_after: None, cause: Cause::StoreUnavailable };
+        let store = Decision::Unavailable {
+            retry_after: None,
+            cause: Cause::StoreUnavailable,
+        };
         assert_eq!(store.retry_after_secs(max), None);
         assert_eq!(store.http_status(), 503);
-        assert_eq!(store.catalog_entry(), Some(CatalogEntry::LimiterUnavailable));
+        assert_eq!(
+            store.catalog_entry(),
+            Some(CatalogEntry::LimiterUnavailable)
+        );
         assert_eq!(Decision::Admit.catalog_entry(), None);
     }
 }

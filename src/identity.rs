@@ -77,13 +77,19 @@ impl<'a> Key<'a> {
         if tenant.len() > MAX_ID_LEN || principal.len() > MAX_ID_LEN {
             return Err(KeyError::TooLong);
         }
-        Ok(Key { who: Who::Authenticated { tenant, principal }, class })
+        Ok(Key {
+            who: Who::Authenticated { tenant, principal },
+            class,
+        })
     }
 
     /// An unauthenticated caller, grouped with its network prefix (`anonymous.ipv4_prefix` or
     /// `ipv6_prefix` of the profile). For fairness all anonymous traffic is one pseudo-tenant.
     pub fn anonymous(peer: IpAddr, class: RouteClass) -> Key<'static> {
-        Key { who: Who::Anonymous(peer), class }
+        Key {
+            who: Who::Anonymous(peer),
+            class,
+        }
     }
 
     /// The route class.
@@ -167,7 +173,9 @@ impl KeyHasher {
                 let (prefix, len) = self.network_prefix(ip);
                 feed(&mut hi, &mut lo, |h| {
                     h.write_u64(
-                        u64::from(TAG_ANONYMOUS) | u64::from(key.class.0) << 8 | u64::from(len) << 40,
+                        u64::from(TAG_ANONYMOUS)
+                            | u64::from(key.class.0) << 8
+                            | u64::from(len) << 40,
                     );
                     h.write_u64(prefix as u64);
                     h.write_u64((prefix >> 64) as u64);
@@ -175,27 +183,41 @@ impl KeyHasher {
             }
         }
         // Bit 0 set: a digest is never `Digest::NONE`.
-        Digest { hi: hi.finish(), lo: lo.finish() | 1 }
+        Digest {
+            hi: hi.finish(),
+            lo: lo.finish() | 1,
+        }
     }
 
     /// The caller's network as (masked address, prefix length); IPv4-mapped IPv6 addresses
     /// count as IPv4, and IPv4 lengths are offset so that no v4 network equals a v6 one.
     pub(crate) fn network_prefix(&self, ip: IpAddr) -> (u128, u8) {
         let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map(IpAddr::V4).unwrap_or(IpAddr::V6(v6)),
+            IpAddr::V6(v6) => v6
+                .to_ipv4_mapped()
+                .map(IpAddr::V4)
+                .unwrap_or(IpAddr::V6(v6)),
             v4 => v4,
         };
         match ip {
             IpAddr::V4(v4) => {
                 let bits = u32::from(v4);
                 let p = u32::from(self.v4_prefix);
-                let masked = if p == 0 { 0 } else { bits & (u32::MAX << (32 - p)) };
+                let masked = if p == 0 {
+                    0
+                } else {
+                    bits & (u32::MAX << (32 - p))
+                };
                 (u128::from(masked), 200 + self.v4_prefix)
             }
             IpAddr::V6(v6) => {
                 let bits = u128::from(v6);
                 let p = u32::from(self.v6_prefix);
-                let masked = if p == 0 { 0 } else { bits & (u128::MAX << (128 - p)) };
+                let masked = if p == 0 {
+                    0
+                } else {
+                    bits & (u128::MAX << (128 - p))
+                };
                 (masked, self.v6_prefix)
             }
         }
@@ -220,7 +242,10 @@ mod tests {
     fn keys_are_checked() {
         let c = RouteClass(0);
         assert_eq!(Key::authenticated("", "p", c), Err(KeyError::EmptyTenant));
-        assert_eq!(Key::authenticated("t", "", c), Err(KeyError::EmptyPrincipal));
+        assert_eq!(
+            Key::authenticated("t", "", c),
+            Err(KeyError::EmptyPrincipal)
+        );
         let long = "x".repeat(MAX_ID_LEN + 1);
         assert_eq!(Key::authenticated(&long, "p", c), Err(KeyError::TooLong));
         assert!(Key::authenticated(&long[..MAX_ID_LEN], "p", c).is_ok());

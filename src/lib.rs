@@ -39,9 +39,10 @@ pub use quanta;
 pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision};
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use limiter::{BuildError, Builder, Limiter};
+pub use limiter::{BuildError, Builder, Limiter, Remaining};
 pub use profile::{
-    Anonymous, BucketLimit, Capacity, Catalog, CatalogCode, ErrorBudget, Identities, OrderedMap,
-    Period, Prefix, Profile, ProfileError, Ratio, RetryAfterPolicy, Route, RouteClassLimits,
-    Share, SharedCapacity, Shards, TenantPolicy, Tokens, Weight, MAX_CAPACITY, MAX_SHARDS,
+    Anonymous, BucketLimit, Capacity, Catalog, CatalogCode, ErrorBudget, Identities, Mode,
+    OrderedMap, Period, Prefix, Profile, ProfileError, Ratio, RetryAfterPolicy, Route,
+    RouteClassLimits, Shards, Share, SharedCapacity, Store, TenantPolicy, Tokens, Weight,
+    MAX_CAPACITY, MAX_SHARDS,
 };

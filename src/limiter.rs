@@ -4,6 +4,9 @@ use core::fmt;
 use core::time::Duration;
 use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
+use std::sync::Arc;
+
+use parking_lot::RwLock;
 
 use crate::bucket::{Limits, Rate, Tats};
 use crate::decision::{Cause, Decision};
@@ -44,7 +47,16 @@ pub struct Limiter {
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
     epoch: u64,
-    profile: Profile,
+    profile: RwLock<Arc<Profile>>,
+}
+
+/// One caller's tokens left, per bucket.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remaining {
+    /// Whole tokens in the burst bucket.
+    pub burst: u64,
+    /// Whole tokens in the sustained bucket.
+    pub sustained: u64,
 }
 
 /// Builds a [`Limiter`]: `Limiter::builder(profile).clock(c).key_secret(s).build()`.
@@ -105,17 +117,24 @@ impl Builder {
         let bytes = capacity.saturating_mul(64);
         // Ask first, so that a capacity the machine cannot hold is an error, not an abort.
         let mut probe: Vec<u8> = Vec::new();
-        probe.try_reserve_exact(bytes).map_err(|_| BuildError::OutOfMemory { bytes })?;
+        probe
+            .try_reserve_exact(bytes)
+            .map_err(|_| BuildError::OutOfMemory { bytes })?;
         drop(probe);
         let clock = self.clock.unwrap_or_default();
         let anon = self.profile.anonymous;
         Ok(Limiter {
             table: Table::new(capacity),
-            limits: self.profile.route_classes.iter().map(|(_, l)| limits(l)).collect(),
+            limits: self
+                .profile
+                .route_classes
+                .iter()
+                .map(|(_, l)| limits(l))
+                .collect(),
             hasher: KeyHasher::new(&secret, anon.ipv4_prefix.0, anon.ipv6_prefix.0),
             epoch: clock.raw(),
             clock,
-            profile: self.profile,
+            profile: RwLock::new(Arc::new(self.profile)),
         })
     }
 }
@@ -130,18 +149,28 @@ fn limits(l: &RouteClassLimits) -> Limits {
 /// 32 bytes from the OS-seeded hasher of the standard library.
 fn random_secret() -> Vec<u8> {
     let s = RandomState::new();
-    (0..4u64).flat_map(|i| s.hash_one(i).to_le_bytes()).collect()
+    (0..4u64)
+        .flat_map(|i| s.hash_one(i).to_le_bytes())
+        .collect()
 }
 
 impl Limiter {
     /// Starts building a limiter for `profile`.
     pub fn builder(profile: Profile) -> Builder {
-        Builder { profile, clock: None, secret: None }
+        Builder {
+            profile,
+            clock: None,
+            secret: None,
+        }
     }
 
     /// The handle of a route class of the profile, or `None` if it has no such class.
     pub fn route_class(&self, name: &str) -> Option<RouteClass> {
-        self.profile.route_classes.position(name).map(|i| RouteClass(i as u32))
+        self.profile
+            .read()
+            .route_classes
+            .position(name)
+            .map(|i| RouteClass(i as u32))
     }
 
     /// Decides one request, and charges it if admitted: both of the caller's buckets lose a
@@ -156,23 +185,31 @@ impl Limiter {
         let limits = self.limits(key.class);
         let digest = self.hasher.digest(key);
         let now = self.nanos_since_epoch(raw);
-        let answer = self.table.update(digest, now, |tats| match limits.charge(tats, now) {
-            Ok(next) => Apply::Write(next, Decision::Admit),
-            Err(short) => Apply::Keep(Decision::Throttle {
-                retry_after: Duration::from_nanos(short.wait),
-                bucket: short.bucket,
-            }),
-        });
+        let answer = self
+            .table
+            .update(digest, now, |tats| match limits.charge(tats, now) {
+                Ok(next) => Apply::Write(next, Decision::Admit),
+                Err(short) => Apply::Keep(Decision::Throttle {
+                    retry_after: Duration::from_nanos(short.wait),
+                    bucket: short.bucket,
+                }),
+            });
         // No slot: fail closed. No wait is given, since when a slot frees depends on other
         // callers' buckets.
-        answer.unwrap_or(Decision::Unavailable { retry_after: None, cause: Cause::TableFull })
+        answer.unwrap_or(Decision::Unavailable {
+            retry_after: None,
+            cause: Cause::TableFull,
+        })
     }
 
     /// What [`Limiter::admit`] would answer now, charging nothing.
     pub fn peek(&self, key: &Key<'_>) -> Decision {
         let limits = self.limits(key.class);
         let now = self.now();
-        let tats = self.table.peek(self.hasher.digest(key), now).unwrap_or(Tats::full(now));
+        let tats = self
+            .table
+            .peek(self.hasher.digest(key), now)
+            .unwrap_or(Tats::full(now));
         match limits.charge(tats, now) {
             Ok(_) => Decision::Admit,
             Err(short) => Decision::Throttle {
@@ -184,9 +221,7 @@ impl Limiter {
 
     /// Bytes held by the limiter: the table (64 bytes a slot) and its bookkeeping.
     pub fn memory_bytes(&self) -> usize {
-        core::mem::size_of::<Self>()
-            + self.table.memory_bytes()
-            - core::mem::size_of::<Table>()
+        core::mem::size_of::<Self>() + self.table.memory_bytes() - core::mem::size_of::<Table>()
             + core::mem::size_of_val(&*self.limits)
     }
 
@@ -195,9 +230,24 @@ impl Limiter {
         self.table.capacity()
     }
 
-    /// The profile in force.
-    pub fn profile(&self) -> &Profile {
-        &self.profile
+    /// The profile in force (a snapshot: a reload does not change what it points to).
+    pub fn profile(&self) -> Arc<Profile> {
+        self.profile.read().clone()
+    }
+
+    /// The caller's own tokens left in each bucket, charging nothing (for the `RateLimit`
+    /// header, when the profile opts in to exposing it).
+    pub fn remaining(&self, key: &Key<'_>) -> Remaining {
+        let limits = self.limits(key.class);
+        let now = self.now();
+        let tats = self
+            .table
+            .peek(self.hasher.digest(key), now)
+            .unwrap_or(Tats::full(now));
+        Remaining {
+            burst: limits.burst.remaining(tats.burst, now),
+            sustained: limits.sustained.remaining(tats.sustained, now),
+        }
     }
 
     #[inline]
@@ -223,7 +273,7 @@ impl Limiter {
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
-            .field("profile", &self.profile.name)
+            .field("profile", &self.profile.read().name)
             .field("capacity", &self.table.capacity())
             .finish_non_exhaustive()
     }

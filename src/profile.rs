@@ -26,6 +26,14 @@ pub const MAX_SHARDS: u32 = 1 << 16;
 pub struct Profile {
     /// The profile's name, for logs and the discovery document.
     pub name: String,
+    /// `enforce` (default) or `shadow`: in shadow mode every request is admitted and the
+    /// decision that would have been made is only reported, for rolling out a new profile.
+    #[serde(default, skip_serializing_if = "Mode::is_enforce")]
+    pub mode: Mode,
+    /// Whether responses may tell callers their own remaining tokens (the `RateLimit` header).
+    /// Never anyone else's.
+    #[serde(default, skip_serializing_if = "core::ops::Not::not")]
+    pub expose_remaining: bool,
     /// The identity table.
     pub identities: Identities,
     /// How unauthenticated callers are grouped.
@@ -49,6 +57,47 @@ pub struct Profile {
     /// When capacity-class rejections become an alert.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error_budget: Option<ErrorBudget>,
+    /// The shared store (Redis backend).
+    #[serde(default)]
+    pub store: Store,
+}
+
+/// `mode:` whether decisions are enforced or only reported.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Refusals are refused.
+    #[default]
+    Enforce,
+    /// Everything is admitted; refusals are only counted and reported.
+    Shadow,
+}
+
+impl Mode {
+    fn is_enforce(&self) -> bool {
+        *self == Mode::Enforce
+    }
+}
+
+/// `store:` the shared store of the Redis backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Store {
+    /// The longest a decision may wait for the store before it fails closed (default 50ms).
+    #[serde(default = "default_store_timeout")]
+    pub timeout: Period,
+}
+
+fn default_store_timeout() -> Period {
+    Period(Duration::from_millis(50))
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Store {
+            timeout: default_store_timeout(),
+        }
+    }
 }
 
 /// `identities:`
@@ -80,7 +129,10 @@ fn default_v6() -> Prefix<128> {
 
 impl Default for Anonymous {
     fn default() -> Self {
-        Anonymous { ipv4_prefix: default_v4(), ipv6_prefix: default_v6() }
+        Anonymous {
+            ipv4_prefix: default_v4(),
+            ipv6_prefix: default_v6(),
+        }
     }
 }
 
@@ -88,6 +140,9 @@ impl Default for Anonymous {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RouteClassLimits {
+    /// Overrides the profile's `mode` for this class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<Mode>,
     /// The short-period bucket.
     pub burst: BucketLimit,
     /// The long-period bucket.
@@ -159,7 +214,9 @@ pub struct RetryAfterPolicy {
 
 impl Default for RetryAfterPolicy {
     fn default() -> Self {
-        RetryAfterPolicy { max: Period(Duration::from_secs(3600)) }
+        RetryAfterPolicy {
+            max: Period(Duration::from_secs(3600)),
+        }
     }
 }
 
@@ -190,7 +247,10 @@ impl Catalog {
 }
 
 fn code(code: &str) -> CatalogCode {
-    CatalogCode { code: code.to_owned(), type_uri: "about:blank".to_owned() }
+    CatalogCode {
+        code: code.to_owned(),
+        type_uri: "about:blank".to_owned(),
+    }
 }
 fn default_throttled() -> CatalogCode {
     code("rate_limited")
@@ -339,16 +399,18 @@ impl Period {
                 ))
             }
         };
-        let n: u64 = num.parse().map_err(|_| {
-            format!("invalid duration {s:?}, expected an integer before the unit")
-        })?;
+        let n: u64 = num
+            .parse()
+            .map_err(|_| format!("invalid duration {s:?}, expected an integer before the unit"))?;
         let nanos = n
             .checked_mul(unit_ms)
             .and_then(|ms| ms.checked_mul(1_000_000))
             .filter(|&ns| ns <= MAX_PERIOD_NANOS)
             .ok_or_else(|| format!("invalid duration {s:?}, expected at most 366d"))?;
         if nanos == 0 {
-            return Err(format!("invalid duration {s:?}, expected a duration greater than zero"));
+            return Err(format!(
+                "invalid duration {s:?}, expected a duration greater than zero"
+            ));
         }
         Ok(Period(Duration::from_nanos(nanos)))
     }
@@ -363,7 +425,12 @@ impl fmt::Display for Period {
     /// The largest unit that divides the duration exactly, so that parsing it gives it back.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0.as_millis() as u64;
-        for (unit, size) in [("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1_000)] {
+        for (unit, size) in [
+            ("d", 86_400_000),
+            ("h", 3_600_000),
+            ("m", 60_000),
+            ("s", 1_000),
+        ] {
             if ms % size == 0 {
                 return write!(f, "{}{unit}", ms / size);
             }
@@ -476,7 +543,11 @@ pub struct ProfileError {
 
 impl ProfileError {
     fn at(message: String, pos: Option<(usize, usize)>) -> Self {
-        ProfileError { message, line: pos.map(|p| p.0), column: pos.map(|p| p.1) }
+        ProfileError {
+            message,
+            line: pos.map(|p| p.0),
+            column: pos.map(|p| p.1),
+        }
     }
     /// What is wrong, naming the field.
     pub fn message(&self) -> &str {
@@ -495,7 +566,11 @@ impl ProfileError {
 impl fmt::Display for ProfileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match (self.line, self.column) {
-            (Some(l), Some(c)) => write!(f, "invalid profile at line {l} column {c}: {}", self.message),
+            (Some(l), Some(c)) => write!(
+                f,
+                "invalid profile at line {l} column {c}: {}",
+                self.message
+            ),
             _ => write!(f, "invalid profile: {}", self.message),
         }
     }
@@ -525,7 +600,11 @@ impl Profile {
                 let last = path.rsplit('.').next().unwrap_or("");
                 refine_position(src, (l.line(), l.column()), last)
             });
-            let msg = if path == "." { msg } else { format!("{path}: {msg}") };
+            let msg = if path == "." {
+                msg
+            } else {
+                format!("{path}: {msg}")
+            };
             ProfileError::at(msg, pos)
         })?;
         profile.check(src)?;
@@ -535,9 +614,8 @@ impl Profile {
     /// Reads, parses and validates a profile file.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Profile, ProfileError> {
         let path = path.as_ref();
-        let src = std::fs::read_to_string(path).map_err(|e| {
-            ProfileError::at(format!("cannot read {}: {e}", path.display()), None)
-        })?;
+        let src = std::fs::read_to_string(path)
+            .map_err(|e| ProfileError::at(format!("cannot read {}: {e}", path.display()), None))?;
         Profile::from_yaml(&src).map_err(|e| ProfileError {
             message: format!("{}: {}", path.display(), e.message),
             ..e
@@ -553,13 +631,20 @@ impl Profile {
             return err("name: must not be empty".into(), "name", "");
         }
         if self.route_classes.is_empty() {
-            return err("route_classes: at least one route class is needed".into(), "route_classes", "");
+            return err(
+                "route_classes: at least one route class is needed".into(),
+                "route_classes",
+                "",
+            );
         }
         for (i, r) in self.routes.iter().enumerate() {
             if self.route_classes.get(&r.class).is_none() {
                 let known: Vec<&str> = self.route_classes.iter().map(|(k, _)| k).collect();
                 return err(
-                    format!("routes[{i}].class: unknown route class {:?}, expected one of {known:?}", r.class),
+                    format!(
+                        "routes[{i}].class: unknown route class {:?}, expected one of {known:?}",
+                        r.class
+                    ),
                     "class",
                     &r.class,
                 );
@@ -575,7 +660,10 @@ impl Profile {
             }
             if !r.path.starts_with('/') {
                 return err(
-                    format!("routes[{i}].path: invalid path {:?}, expected a path starting with `/`", r.path),
+                    format!(
+                        "routes[{i}].path: invalid path {:?}, expected a path starting with `/`",
+                        r.path
+                    ),
                     "path",
                     &r.path,
                 );
@@ -597,7 +685,10 @@ impl Profile {
         }
         if self.retry_after.max.0 < Duration::from_secs(1) {
             return err(
-                format!("retry_after.max: invalid value {}, expected at least 1s", self.retry_after.max),
+                format!(
+                    "retry_after.max: invalid value {}, expected at least 1s",
+                    self.retry_after.max
+                ),
                 "max",
                 &self.retry_after.max.to_string(),
             );
@@ -608,7 +699,9 @@ impl Profile {
             ("limiter_unavailable", &self.catalog.limiter_unavailable),
         ] {
             let ok = !c.code.is_empty()
-                && c.code.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
+                && c.code
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
             if !ok {
                 return err(
                     format!("catalog.{field}.code: invalid code {:?}, expected lower-case letters, digits and `_`", c.code),
@@ -617,7 +710,11 @@ impl Profile {
                 );
             }
             if c.type_uri.is_empty() {
-                return err(format!("catalog.{field}.type: must not be empty"), field, "");
+                return err(
+                    format!("catalog.{field}.type: must not be empty"),
+                    field,
+                    "",
+                );
             }
         }
         Ok(())
@@ -632,9 +729,15 @@ impl Profile {
 /// serde_yaml_ng reports a bad scalar at the mapping that holds it; the value of `key` at or
 /// after that position is where the user should look.
 fn refine_position(src: &str, (line, column): (usize, usize), key: &str) -> (usize, usize) {
-    let at = src.lines().nth(line.saturating_sub(1)).and_then(|l| l.get(column.saturating_sub(1)..));
+    let at = src
+        .lines()
+        .nth(line.saturating_sub(1))
+        .and_then(|l| l.get(column.saturating_sub(1)..));
     let is_mapping = at.is_some_and(|t| {
-        let name = t.bytes().take_while(|b| b.is_ascii_alphanumeric() || *b == b'_').count();
+        let name = t
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
         t.starts_with('{') || (name > 0 && t[name..].trim_start().starts_with(':'))
     });
     if !is_mapping || key.is_empty() || key.contains('[') {
@@ -657,7 +760,10 @@ fn refine_position(src: &str, (line, column): (usize, usize), key: &str) -> (usi
     match find_key_value(&tail, key, "") {
         Some((l, _)) => {
             let text = tail.lines().nth(l - 1).unwrap_or("");
-            let at = text.find(&format!("{key}:")).or_else(|| text.find(key)).unwrap_or(0);
+            let at = text
+                .find(&format!("{key}:"))
+                .or_else(|| text.find(key))
+                .unwrap_or(0);
             let after = &text[at + key.len()..];
             let value = after.trim_start_matches([':', ' ', '\t']);
             (line + l - 1, text.len() - value.len() + 1)
@@ -675,16 +781,25 @@ fn find_key_value(src: &str, key: &str, value: &str) -> Option<(usize, usize)> {
             let start = from + i;
             from = start + key.len();
             let before_ok = start == 0
-                || matches!(line.as_bytes()[start - 1], b' ' | b'{' | b',' | b'-' | b'\t');
+                || matches!(
+                    line.as_bytes()[start - 1],
+                    b' ' | b'{' | b',' | b'-' | b'\t'
+                );
             let rest = line[from..].trim_start();
-            let Some(rest) = rest.strip_prefix(':') else { continue };
+            let Some(rest) = rest.strip_prefix(':') else {
+                continue;
+            };
             if !before_ok {
                 continue;
             }
             let rest = rest.trim_start();
             let rest = rest.trim_start_matches(['"', '\'']);
             if value.is_empty() || rest.starts_with(value) {
-                let col = if value.is_empty() { start } else { line.len() - rest.len() };
+                let col = if value.is_empty() {
+                    start
+                } else {
+                    line.len() - rest.len()
+                };
                 return Some((ln + 1, col + 1));
             }
         }

@@ -72,7 +72,8 @@ impl SlotState {
         debug_assert!(u128::from(t.burst) <= TAT_MASK && u128::from(t.sustained) <= TAT_MASK);
         let keep = self.0 & (BUSY | OCCUPIED | GEN_MASK);
         SlotState(
-            keep | (u128::from(t.burst) << BURST_SHIFT) | (u128::from(t.sustained) << SUSTAINED_SHIFT),
+            keep | (u128::from(t.burst) << BURST_SHIFT)
+                | (u128::from(t.sustained) << SUSTAINED_SHIFT),
         )
     }
     /// True if `other` is this occupant's word, possibly with other TATs.
@@ -206,7 +207,9 @@ impl Table {
     /// A table of `capacity` slots (at least one).
     pub(crate) fn new(capacity: usize) -> Table {
         let capacity = capacity.max(1);
-        Table { slots: (0..capacity).map(|_| Slot::new()).collect() }
+        Table {
+            slots: (0..capacity).map(|_| Slot::new()).collect(),
+        }
     }
 
     pub(crate) fn capacity(&self) -> usize {
@@ -363,7 +366,12 @@ impl Table {
         // Acquire orders us after the claim we saw committed.
         let committed = self.slots[home]
             .claims
-            .compare_exchange(seq, seq.wrapping_add(1), Ordering::AcqRel, Ordering::Relaxed)
+            .compare_exchange(
+                seq,
+                seq.wrapping_add(1),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
             .is_ok();
         if !committed {
             // Another claim for this home committed since our scan, perhaps for `d`. Give the
@@ -371,7 +379,8 @@ impl Table {
             // that passed it while BUSY may have placed an identity beyond it.
             slot.set_digest(Digest::NONE);
             // Release: the cleared digest is visible with the word that frees the slot.
-            slot.state.store(busy.published(busy.tats()), Ordering::Release);
+            slot.state
+                .store(busy.published(busy.tats()), Ordering::Release);
             return None;
         }
         let (tats, r) = match f(busy.tats()) {
@@ -418,12 +427,18 @@ mod tests {
     use super::*;
 
     fn d(n: u64) -> Digest {
-        Digest { hi: n, lo: n << 1 | 1 }
+        Digest {
+            hi: n,
+            lo: n << 1 | 1,
+        }
     }
 
     fn charge(t: &Table, dg: Digest, now: u64, dt: u64) -> Result<Tats, TableFull> {
         t.update(dg, now, |tats| {
-            let n = Tats { burst: tats.burst.max(now) + dt, sustained: tats.sustained.max(now) + dt };
+            let n = Tats {
+                burst: tats.burst.max(now) + dt,
+                sustained: tats.sustained.max(now) + dt,
+            };
             Apply::Write(n, n)
         })
     }
@@ -432,7 +447,10 @@ mod tests {
     fn state_word_round_trips() {
         let s = SlotState::EMPTY.claimed(7);
         assert!(s.is_busy() && !s.is_empty());
-        let t = Tats { burst: (1 << 60) - 1, sustained: 12345 };
+        let t = Tats {
+            burst: (1 << 60) - 1,
+            sustained: 12345,
+        };
         let p = s.published(t);
         assert_eq!(p.tats(), t);
         assert!(!p.is_busy() && !p.is_empty());
@@ -451,14 +469,29 @@ mod tests {
         assert_eq!(charge(&t, d(0), 50, 100).unwrap().burst, 200);
         // At 100 the others are full again and may be reclaimed; identity 0 is not.
         assert!(charge(&t, d(9), 100, 100).is_ok());
-        assert_eq!(t.peek(d(0), 100), Some(Tats { burst: 200, sustained: 200 }));
-        assert_eq!(t.peek(d(9), 100), Some(Tats { burst: 200, sustained: 200 }));
+        assert_eq!(
+            t.peek(d(0), 100),
+            Some(Tats {
+                burst: 200,
+                sustained: 200
+            })
+        );
+        assert_eq!(
+            t.peek(d(9), 100),
+            Some(Tats {
+                burst: 200,
+                sustained: 200
+            })
+        );
     }
 
     #[test]
     fn slot_is_one_line() {
         assert_eq!(core::mem::size_of::<Slot>(), 64);
         assert_eq!(core::mem::align_of::<Slot>(), 64);
-        assert_eq!(Table::new(1000).memory_bytes(), 1000 * 64 + core::mem::size_of::<Table>());
+        assert_eq!(
+            Table::new(1000).memory_bytes(),
+            1000 * 64 + core::mem::size_of::<Table>()
+        );
     }
 }

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use common::{mock_limiter, profile};
-use tollgate::{BuildError, BucketKind, Cause, Decision, Key, Limiter, Profile};
+use tollgate::{BucketKind, BuildError, Cause, Decision, Key, Limiter, Profile};
 
 #[test]
 fn limiter_is_send_and_sync() {
@@ -16,7 +16,10 @@ fn limiter_is_send_and_sync() {
 
 #[test]
 fn identities_are_tenant_principal_and_class() {
-    let (l, _) = mock_limiter(profile(64, &[(1, 1_000, 10, 60_000), (1, 1_000, 10, 60_000)]));
+    let (l, _) = mock_limiter(profile(
+        64,
+        &[(1, 1_000, 10, 60_000), (1, 1_000, 10, 60_000)],
+    ));
     let (c0, c1) = (l.route_class("c0").unwrap(), l.route_class("c1").unwrap());
     let k = |t, p, c| Key::authenticated(t, p, c).unwrap();
     assert_eq!(l.admit(&k("acme", "alice", c0)), Decision::Admit);
@@ -38,7 +41,10 @@ fn anonymous_callers_share_their_network_prefix() {
     assert_eq!(anon("2001:db8:1:2::1"), Decision::Admit);
     assert!(!anon("2001:db8:1:2:ffff::9").is_admit(), "same /56");
     // An anonymous network never shares a bucket with a tenant of the same text.
-    assert_eq!(l.admit(&Key::authenticated("198.51.100.0", "x", c).unwrap()), Decision::Admit);
+    assert_eq!(
+        l.admit(&Key::authenticated("198.51.100.0", "x", c).unwrap()),
+        Decision::Admit
+    );
 }
 
 #[test]
@@ -48,12 +54,21 @@ fn a_new_identity_with_no_slot_fails_closed() {
     let alice = Key::authenticated("t", "alice", c).unwrap();
     let bob = Key::authenticated("t", "bob", c).unwrap();
     assert_eq!(l.admit(&alice), Decision::Admit);
-    let full = Decision::Unavailable { retry_after: None, cause: Cause::TableFull };
+    let full = Decision::Unavailable {
+        retry_after: None,
+        cause: Cause::TableFull,
+    };
     assert_eq!(l.admit(&bob), full);
     assert_eq!(full.http_status(), 503);
     // Alice keeps her state: one token left in her burst.
     assert_eq!(l.admit(&alice), Decision::Admit);
-    assert!(matches!(l.admit(&alice), Decision::Throttle { bucket: BucketKind::Burst, .. }));
+    assert!(matches!(
+        l.admit(&alice),
+        Decision::Throttle {
+            bucket: BucketKind::Burst,
+            ..
+        }
+    ));
     // Once alice has refilled completely (sustained: 6 s a token, 12 s for two), bob gets the slot.
     mock.increment(Duration::from_secs(11));
     assert_eq!(l.admit(&bob), full);
@@ -77,14 +92,26 @@ fn peek_charges_nothing() {
 #[test]
 fn catalog_codes_and_statuses_follow_the_profile() {
     let p = Profile::from_path("examples/profiles/example.yaml").unwrap();
-    let throttle = Decision::Throttle { retry_after: Duration::from_millis(1), bucket: BucketKind::Burst };
+    let throttle = Decision::Throttle {
+        retry_after: Duration::from_millis(1),
+        bucket: BucketKind::Burst,
+    };
     assert_eq!(throttle.http_status(), 429);
     assert_eq!(throttle.catalog_code(&p), Some("rate_limited"));
     for cause in [Cause::ShardFull, Cause::TenantShare, Cause::TableFull] {
-        let d = Decision::Unavailable { retry_after: None, cause };
-        assert_eq!((d.http_status(), d.catalog_code(&p)), (503, Some("over_capacity")));
+        let d = Decision::Unavailable {
+            retry_after: None,
+            cause,
+        };
+        assert_eq!(
+            (d.http_status(), d.catalog_code(&p)),
+            (503, Some("over_capacity"))
+        );
     }
-    let store = Decision::Unavailable { retry_after: None, cause: Cause::StoreUnavailable };
+    let store = Decision::Unavailable {
+        retry_after: None,
+        cause: Cause::StoreUnavailable,
+    };
     assert_eq!(store.catalog_code(&p), Some("limiter_unavailable"));
     assert_eq!(Decision::Admit.catalog_code(&p), None);
 }
@@ -102,14 +129,20 @@ fn memory_is_64_bytes_per_identity() {
 #[test]
 fn bad_builder_input_is_refused() {
     let p = profile(8, &[(1, 1_000, 10, 60_000)]);
-    assert_eq!(Limiter::builder(p).key_secret(b"").build().unwrap_err(), BuildError::EmptySecret);
+    assert_eq!(
+        Limiter::builder(p).key_secret(b"").build().unwrap_err(),
+        BuildError::EmptySecret
+    );
 }
 
 #[test]
 #[should_panic(expected = "does not belong to this limiter")]
 fn a_class_of_another_limiter_is_refused_loudly() {
     let (small, _) = mock_limiter(profile(8, &[(1, 1_000, 10, 60_000)]));
-    let (big, _) = mock_limiter(profile(8, &[(1, 1_000, 10, 60_000), (1, 1_000, 10, 60_000)]));
+    let (big, _) = mock_limiter(profile(
+        8,
+        &[(1, 1_000, 10, 60_000), (1, 1_000, 10, 60_000)],
+    ));
     let c1 = big.route_class("c1").unwrap();
     small.admit(&Key::authenticated("t", "p", c1).unwrap());
 }
@@ -176,4 +209,29 @@ fn concurrent_claims_of_one_identity_make_one_slot() {
         }
     });
     assert_eq!(admitted.load(Ordering::Relaxed), 3 * 500);
+}
+
+#[test]
+fn remaining_counts_the_callers_own_tokens() {
+    let (l, mock) = mock_limiter(profile(8, &[(5, 1_000, 100, 3_600_000)]));
+    let k = Key::authenticated("t", "p", l.route_class("c0").unwrap()).unwrap();
+    assert_eq!(
+        l.remaining(&k),
+        tollgate::Remaining {
+            burst: 5,
+            sustained: 100
+        }
+    );
+    for _ in 0..3 {
+        l.admit(&k);
+    }
+    assert_eq!(
+        l.remaining(&k),
+        tollgate::Remaining {
+            burst: 2,
+            sustained: 97
+        }
+    );
+    mock.increment(Duration::from_millis(200));
+    assert_eq!(l.remaining(&k).burst, 3);
 }

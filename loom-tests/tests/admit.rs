@@ -22,7 +22,11 @@ fn profile(capacity: u32, burst: u32) -> Profile {
 
 fn limiter(p: &Profile) -> (Arc<Limiter>, std::sync::Arc<tollgate::quanta::Mock>) {
     let (clock, mock) = Clock::mock();
-    let l = Limiter::builder(p.clone()).clock(clock).key_secret(b"loom").build().unwrap();
+    let l = Limiter::builder(p.clone())
+        .clock(clock)
+        .key_secret(b"loom")
+        .build()
+        .unwrap();
     (Arc::new(l), mock)
 }
 
@@ -64,7 +68,11 @@ fn same_key_three_threads_never_over_admit() {
                 thread::spawn(move || admit(&l, "hot").is_admit())
             })
             .collect();
-        let admitted = handles.into_iter().map(|h| h.join().unwrap()).filter(|a| *a).count();
+        let admitted = handles
+            .into_iter()
+            .map(|h| h.join().unwrap())
+            .filter(|a| *a)
+            .count();
         assert_eq!(admitted, 2);
     });
 }
@@ -77,14 +85,23 @@ fn reclaim_races_an_admit_of_the_old_identity() {
     let p = profile(1, 1);
     loom::model(move || {
         let (clock, mock) = Clock::mock();
-        let l = Arc::new(Limiter::builder(p.clone()).clock(clock).key_secret(b"loom").build().unwrap());
+        let l = Arc::new(
+            Limiter::builder(p.clone())
+                .clock(clock)
+                .key_secret(b"loom")
+                .build()
+                .unwrap(),
+        );
         assert_eq!(admit(&l, "a"), Decision::Admit);
         mock.increment(Duration::from_secs(2));
         let l2 = l.clone();
         let b = thread::spawn(move || admit(&l2, "b"));
         let a = admit(&l, "a");
         let b = b.join().unwrap();
-        let full = Decision::Unavailable { retry_after: None, cause: Cause::TableFull };
+        let full = Decision::Unavailable {
+            retry_after: None,
+            cause: Cause::TableFull,
+        };
         let c = l.route_class("c").unwrap();
         let peek = |who| l.peek(&Key::authenticated("t", who, c).unwrap());
         match (a, b) {

@@ -24,7 +24,11 @@ pub fn profile(capacity: u64, classes: &[ClassSpec]) -> Profile {
 
 pub fn mock_limiter(profile: Profile) -> (Limiter, Arc<Mock>) {
     let (clock, mock) = Clock::mock();
-    let limiter = Limiter::builder(profile).clock(clock).key_secret(b"test").build().unwrap();
+    let limiter = Limiter::builder(profile)
+        .clock(clock)
+        .key_secret(b"test")
+        .build()
+        .unwrap();
     (limiter, mock)
 }
 
@@ -41,7 +45,12 @@ pub struct ModelBucket {
 impl ModelBucket {
     pub fn new(tokens: u64, per_ns: u64) -> Self {
         let t = per_ns.div_ceil(tokens);
-        ModelBucket { t, tau: t * tokens, credit: t * tokens, last: 0 }
+        ModelBucket {
+            t,
+            tau: t * tokens,
+            credit: t * tokens,
+            last: 0,
+        }
     }
     fn refill(&mut self, now: u64) {
         self.credit = (self.credit + (now - self.last)).min(self.tau);
@@ -97,8 +106,14 @@ impl Model {
             s.credit -= s.t;
             return Decision::Admit;
         }
-        let (wait, bucket) =
-            if wb > ws { (wb, BucketKind::Burst) } else { (ws, BucketKind::Sustained) };
-        Decision::Throttle { retry_after: Duration::from_nanos(wait), bucket }
+        let (wait, bucket) = if wb > ws {
+            (wb, BucketKind::Burst)
+        } else {
+            (ws, BucketKind::Sustained)
+        };
+        Decision::Throttle {
+            retry_after: Duration::from_nanos(wait),
+            bucket,
+        }
     }
 }
