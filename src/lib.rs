@@ -32,6 +32,10 @@ mod table;
 
 #[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "http")]
+pub mod http;
+#[cfg(feature = "tower")]
+pub mod tower;
 
 /// The clock crate tollgate uses, re-exported so that `Builder::clock` needs no version match.
 pub use quanta;
