@@ -1,1 +1,157 @@
-fn main() {}
+//! The demo API: tollgate in front of a small axum service.
+//!
+//! ```text
+//! cargo run --release --example gateway -- [--listen 127.0.0.1:8080]
+//!     [--profile examples/profiles/example.yaml] [--tokens examples/tokens.yaml]
+//!     [--trust-proxy CIDR]...
+//! ```
+//!
+//! Routes: `GET /v1/items`, `POST /v1/items`, `POST /v1/register`, `POST /v1/reports/run`
+//! (limited by the profile's `routes`), `GET /.well-known/rate-limits` (the discovery
+//! document) and `GET /metrics` (Prometheus text). `Authorization: Bearer <token>` with a token
+//! from the tokens file is an authenticated caller; no header is the anonymous class.
+//!
+//! The profile is reloaded on SIGHUP and when its file changes (mtime polled every second),
+//! without a restart; a bad edit is logged and the old profile stays in force.
+
+mod app;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use metrics_exporter_prometheus::PrometheusBuilder;
+use tollgate::tower::Cidr;
+use tollgate::{Limiter, Profile};
+
+struct Args {
+    listen: SocketAddr,
+    profile: PathBuf,
+    tokens: PathBuf,
+    trusted: Vec<Cidr>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut args = Args {
+        listen: "127.0.0.1:8080".parse().expect("a valid default address"),
+        profile: "examples/profiles/example.yaml".into(),
+        tokens: "examples/tokens.yaml".into(),
+        trusted: Vec::new(),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--listen" => {
+                let v = value()?;
+                args.listen = v.parse().map_err(|e| format!("--listen {v}: {e}"))?;
+            }
+            "--profile" => args.profile = value()?.into(),
+            "--tokens" => args.tokens = value()?.into(),
+            "--trust-proxy" => args
+                .trusted
+                .push(value()?.parse().map_err(|e| format!("--trust-proxy: {e}"))?),
+            "-h" | "--help" => {
+                println!(
+                    "gateway [--listen ADDR] [--profile FILE] [--tokens FILE] [--trust-proxy CIDR]..."
+                );
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?} (see --help)")),
+        }
+    }
+    Ok(args)
+}
+
+fn mtime(path: &Path) -> Option<SystemTime> {
+    std::fs::metadata(path).and_then(|m| m.modified()).ok()
+}
+
+/// Reloads on SIGHUP (checked every 100 ms) and when the file's mtime changes (every second).
+fn watch_profile(limiter: Arc<Limiter>, path: PathBuf, hup: Arc<AtomicBool>) {
+    let mut seen = mtime(&path);
+    let mut tick = 0u32;
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+        tick = tick.wrapping_add(1);
+        let signalled = hup.swap(false, Ordering::Relaxed);
+        let changed = tick % 10 == 0 && {
+            let now = mtime(&path);
+            let changed = now != seen;
+            seen = now;
+            changed
+        };
+        if !(signalled || changed) {
+            continue;
+        }
+        let why = if signalled { "SIGHUP" } else { "file changed" };
+        match app::reload(&limiter, &path) {
+            Ok(()) => tracing::info!(profile = %path.display(), why, "profile reloaded"),
+            Err(e) => tracing::warn!(profile = %path.display(), why, error = %e, "profile not reloaded; the old one stays in force"),
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("gateway: {e}");
+            std::process::exit(2);
+        }
+    };
+    let fail = |what: &str, e: &dyn std::fmt::Display| -> ! {
+        tracing::error!("{what}: {e}");
+        std::process::exit(1);
+    };
+    let profile = Profile::from_path(&args.profile).unwrap_or_else(|e| fail("profile", &e));
+    let tokens = app::Tokens::from_path(&args.tokens).unwrap_or_else(|e| fail("tokens", &e));
+    let limiter = Arc::new(
+        Limiter::builder(profile)
+            .build()
+            .unwrap_or_else(|e| fail("limiter", &e)),
+    );
+    let metrics = PrometheusBuilder::new()
+        .install_recorder()
+        .unwrap_or_else(|e| fail("metrics", &e));
+
+    let hup = Arc::new(AtomicBool::new(false));
+    signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
+        .unwrap_or_else(|e| fail("SIGHUP handler", &e));
+    {
+        let (limiter, path) = (Arc::clone(&limiter), args.profile.clone());
+        std::thread::spawn(move || watch_profile(limiter, path, hup));
+    }
+    {
+        let handle = metrics.clone();
+        std::thread::spawn(move || loop {
+            std::thread::sleep(Duration::from_secs(5));
+            handle.run_upkeep();
+        });
+    }
+
+    let router = app::router(Arc::clone(&limiter), tokens, args.trusted, Some(metrics));
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .unwrap_or_else(|e| fail("listen", &e));
+    tracing::info!(
+        listen = %args.listen,
+        profile = %args.profile.display(),
+        "gateway listening"
+    );
+    axum::serve(
+        listener,
+        router.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .await
+    .unwrap_or_else(|e| fail("serve", &e));
+}
