@@ -43,7 +43,9 @@
 use core::fmt;
 use core::time::Duration;
 
-use ::http::header::{HeaderMap, HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
+use ::http::header::{
+    HeaderMap, HeaderName, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER,
+};
 use ::http::{Response, StatusCode};
 use serde::Serialize;
 
@@ -79,8 +81,7 @@ impl RequestId {
     /// The id if `s` is well-formed.
     pub fn parse(s: &str) -> Option<RequestId> {
         let ok = (1..=MAX_REQUEST_ID_LEN).contains(&s.len())
-            && s
-                .bytes()
+            && s.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
         if ok {
             HeaderValue::from_str(s).ok().map(RequestId)
@@ -138,7 +139,12 @@ fn window_secs(per: Duration) -> u64 {
 
 fn policy_item(out: &mut String, name: &str, b: &BucketLimit) {
     use core::fmt::Write as _;
-    let _ = write!(out, "\"{name}\";q={};w={}", b.tokens.0, window_secs(b.per.0));
+    let _ = write!(
+        out,
+        "\"{name}\";q={};w={}",
+        b.tokens.0,
+        window_secs(b.per.0)
+    );
 }
 
 /// `RateLimit-Policy` for one route class: `"burst";q=50;w=1, "sustained";q=6000;w=3600`.

@@ -701,7 +701,7 @@ where
             } else {
                 None
             };
-            let enforced = !(entry.shadow && !decision.is_admit());
+            let enforced = !entry.shadow || decision.is_admit();
             let outcome = RateLimitOutcome {
                 decision,
                 class: entry.class,

@@ -298,7 +298,10 @@ async fn two_tenants_one_flooding_never_see_each_other() {
     // Acme's first request sees its own full bucket less one, whatever globex did.
     let first = &to_acme[0];
     assert_eq!(first.status, StatusCode::OK);
-    assert_eq!(first.headers["ratelimit"], "\"burst\";r=4, \"sustained\";r=599");
+    assert_eq!(
+        first.headers["ratelimit"],
+        "\"burst\";r=4, \"sustained\";r=599"
+    );
     for r in &to_acme {
         assert_eq!(r.status, StatusCode::OK, "acme is not starved by globex");
         let bytes = r.all_bytes();
@@ -356,11 +359,19 @@ async fn the_anonymous_class_groups_a_24_behind_a_trusted_proxy() {
         .await;
     assert_eq!(a.status, StatusCode::CREATED);
     assert_eq!(b.status, StatusCode::CREATED);
-    assert_eq!(c.status, StatusCode::TOO_MANY_REQUESTS, "same /24, same bucket");
+    assert_eq!(
+        c.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "same /24, same bucket"
+    );
     let other = gw
         .send(Method::POST, "/v1/register", &from("198.51.101.1"))
         .await;
-    assert_eq!(other.status, StatusCode::CREATED, "another /24, another bucket");
+    assert_eq!(
+        other.status,
+        StatusCode::CREATED,
+        "another /24, another bucket"
+    );
     // A client-written entry left of the proxy's own is not believed.
     let spoof = gw
         .send(
@@ -429,7 +440,9 @@ async fn request_ids_are_echoed_when_well_formed_and_replaced_otherwise() {
         no.json()["request_id"],
         no.headers["x-request-id"].to_str().unwrap()
     );
-    assert!(is_generated_id(no.headers["x-request-id"].to_str().unwrap()));
+    assert!(is_generated_id(
+        no.headers["x-request-id"].to_str().unwrap()
+    ));
 }
 
 #[tokio::test]

@@ -240,7 +240,11 @@ async fn the_layer_enforces_per_request_and_annotates_admitted_responses() {
         .unwrap();
     assert_eq!(r.status(), 429);
     assert_eq!(r.headers()["retry-after"], "1");
-    assert_eq!(calls.load(Ordering::Relaxed), 2, "a refusal never reaches the handler");
+    assert_eq!(
+        calls.load(Ordering::Relaxed),
+        2,
+        "a refusal never reaches the handler"
+    );
     assert!(r.extensions().get::<RateLimitOutcome>().unwrap().enforced);
 
     // Unmatched routes pass through unlimited and untouched.

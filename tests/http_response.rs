@@ -90,24 +90,21 @@ fn capacity_and_store_are_503_and_omit_unknown_waits() {
         })
     );
 
-    let shard: Response<Vec<u8>> =
-        Answer::new(unavailable(Some(200), Cause::ShardFull), &p, &id)
-            .refusal()
-            .unwrap();
+    let shard: Response<Vec<u8>> = Answer::new(unavailable(Some(200), Cause::ShardFull), &p, &id)
+        .refusal()
+        .unwrap();
     assert_eq!(shard.headers()["retry-after"], "1");
     assert_eq!(body(&shard)["retry_after"], 1);
     assert_eq!(body(&shard)["code"], "over_capacity");
     // Tenant share and shard full read the same to the caller.
-    let share: Response<Vec<u8>> =
-        Answer::new(unavailable(Some(200), Cause::TenantShare), &p, &id)
-            .refusal()
-            .unwrap();
+    let share: Response<Vec<u8>> = Answer::new(unavailable(Some(200), Cause::TenantShare), &p, &id)
+        .refusal()
+        .unwrap();
     assert_eq!(body(&share), body(&shard));
 
-    let store: Response<Vec<u8>> =
-        Answer::new(unavailable(None, Cause::StoreUnavailable), &p, &id)
-            .refusal()
-            .unwrap();
+    let store: Response<Vec<u8>> = Answer::new(unavailable(None, Cause::StoreUnavailable), &p, &id)
+        .refusal()
+        .unwrap();
     assert_eq!(store.status(), 503);
     assert!(store.headers().get("retry-after").is_none());
     assert_eq!(body(&store)["code"], "limiter_unavailable");

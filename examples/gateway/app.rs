@@ -198,9 +198,7 @@ async fn render_metrics(State(state): State<AppState>) -> Response {
 /// becomes `serde_json::to_value(limiter.published_limits())`.
 pub fn discovery_document(limiter: &Limiter) -> Value {
     let p = limiter.profile();
-    let bucket = |b: &tollgate::BucketLimit| {
-        json!({ "tokens": b.tokens.0, "per_seconds": b.per.0.as_secs_f64() })
-    };
+    let bucket = |b: &tollgate::BucketLimit| json!({ "tokens": b.tokens.0, "per_seconds": b.per.0.as_secs_f64() });
     let classes: serde_json::Map<String, Value> = p
         .route_classes
         .iter()
@@ -241,7 +239,9 @@ pub fn reload(limiter: &Limiter, path: &Path) -> Result<(), String> {
 /// The one call to switch to `limiter.reload(profile)` when the core has it.
 fn apply_profile(limiter: &Limiter, profile: Profile) -> Result<(), String> {
     let _ = (limiter, profile);
-    Err("the profile is valid, but this build of tollgate cannot swap limits yet \
+    Err(
+        "the profile is valid, but this build of tollgate cannot swap limits yet \
          (Limiter::reload is not in the core); restart to apply it"
-        .to_owned())
+            .to_owned(),
+    )
 }

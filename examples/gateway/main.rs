@@ -50,9 +50,11 @@ fn parse_args() -> Result<Args, String> {
             }
             "--profile" => args.profile = value()?.into(),
             "--tokens" => args.tokens = value()?.into(),
-            "--trust-proxy" => args
-                .trusted
-                .push(value()?.parse().map_err(|e| format!("--trust-proxy: {e}"))?),
+            "--trust-proxy" => args.trusted.push(
+                value()?
+                    .parse()
+                    .map_err(|e| format!("--trust-proxy: {e}"))?,
+            ),
             "-h" | "--help" => {
                 println!(
                     "gateway [--listen ADDR] [--profile FILE] [--tokens FILE] [--trust-proxy CIDR]..."
@@ -89,7 +91,9 @@ fn watch_profile(limiter: Arc<Limiter>, path: PathBuf, hup: Arc<AtomicBool>) {
         let why = if signalled { "SIGHUP" } else { "file changed" };
         match app::reload(&limiter, &path) {
             Ok(()) => tracing::info!(profile = %path.display(), why, "profile reloaded"),
-            Err(e) => tracing::warn!(profile = %path.display(), why, error = %e, "profile not reloaded; the old one stays in force"),
+            Err(e) => {
+                tracing::warn!(profile = %path.display(), why, error = %e, "profile not reloaded; the old one stays in force")
+            }
         }
     }
 }
@@ -98,8 +102,7 @@ fn watch_profile(limiter: Arc<Limiter>, path: PathBuf, hup: Arc<AtomicBool>) {
 async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .init();
     let args = match parse_args() {
