@@ -23,9 +23,13 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 mod bucket;
+mod capacity;
+mod config;
 mod decision;
 mod identity;
 mod limiter;
+#[cfg(feature = "metrics")]
+pub mod observe;
 mod profile;
 mod sync;
 mod table;
@@ -39,7 +43,11 @@ pub use quanta;
 pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision};
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use limiter::{BuildError, Builder, Limiter, Remaining};
+pub use capacity::MAX_SLOTS_PER_WINDOW;
+pub use limiter::{
+    BuildError, Builder, Limiter, PublishedBucket, PublishedCapacity, PublishedClass,
+    PublishedLimits, PublishedRoute, Remaining, Verdict,
+};
 pub use profile::{
     Anonymous, BucketLimit, Capacity, Catalog, CatalogCode, ErrorBudget, Identities, Mode,
     OrderedMap, Period, Prefix, Profile, ProfileError, Ratio, RetryAfterPolicy, Route,
