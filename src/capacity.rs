@@ -25,33 +25,49 @@ const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 pub const MAX_SLOTS_PER_WINDOW: u64 = COUNT_MASK;
 
 /// One shard's admissions in the current window: `window_id << 24 | count`.
+///
+/// Windows only move forward. A request whose clock reading falls in a window the shard has
+/// already left (it read the clock, then lost the CPU across the boundary) is counted in the
+/// shard's newer window, never by resetting it: resetting would hand the newer window's slots
+/// out twice.
 #[repr(align(64))] // Shards are hot and written by every admission: one line each.
-pub(crate) struct ShardCounter(AtomicU64);
+pub struct ShardCounter(AtomicU64);
+
+impl Default for ShardCounter {
+    fn default() -> Self {
+        ShardCounter::new()
+    }
+}
 
 impl ShardCounter {
-    pub(crate) fn new() -> Self {
+    /// An unused counter.
+    pub fn new() -> Self {
         ShardCounter(AtomicU64::new(0))
     }
 
-    /// Slots used in window `window`.
-    pub(crate) fn used(&self, window: u64) -> u64 {
-        // Relaxed: a peek; the word itself is all that is read.
-        let w = self.0.load(Ordering::Relaxed);
-        if w >> COUNT_BITS == window & (u64::MAX >> COUNT_BITS) {
-            w & COUNT_MASK
-        } else {
-            0
+    /// The window this word counts in for a request in `window`, and what it has used.
+    #[inline]
+    fn current(word: u64, window: u64) -> (u64, u64) {
+        let id = window & (u64::MAX >> COUNT_BITS);
+        match (word >> COUNT_BITS).cmp(&id) {
+            core::cmp::Ordering::Less => (id, 0),
+            _ => (word >> COUNT_BITS, word & COUNT_MASK),
         }
     }
 
-    /// Takes a slot in window `window` unless `slots` are used.
-    pub(crate) fn take(&self, window: u64, slots: u64) -> bool {
-        let id = window & (u64::MAX >> COUNT_BITS);
+    /// Slots used in window `window` (or in the shard's newer window).
+    pub fn used(&self, window: u64) -> u64 {
+        // Relaxed: a peek; the word itself is all that is read.
+        Self::current(self.0.load(Ordering::Relaxed), window).1
+    }
+
+    /// Takes a slot in window `window` (or in the shard's newer window) unless `slots` are used.
+    pub fn take(&self, window: u64, slots: u64) -> bool {
         // Relaxed throughout: the count is the whole state; nothing else is published with it,
         // and the CAS makes every increment see the latest value (no window exceeds `slots`).
         let mut cur = self.0.load(Ordering::Relaxed);
         loop {
-            let used = if cur >> COUNT_BITS == id { cur & COUNT_MASK } else { 0 };
+            let (id, used) = Self::current(cur, window);
             if used >= slots {
                 return false;
             }
@@ -66,12 +82,14 @@ impl ShardCounter {
 
 /// A tenant's count kept in an identity-table slot: the burst TAT holds the window's end (so
 /// the slot is reclaimable once the window is over, like a refilled bucket) and the sustained
-/// TAT the count.
-fn tenant_used(t: Tats, window_end: u64) -> u64 {
-    if t.burst == window_end {
-        t.sustained
+/// TAT the count. Returns (the window end counted in, used): a stored window later than ours
+/// on the same grid is the tenant's newer window (we are late), anything else is over.
+fn tenant_window(t: Tats, window_end: u64, window_ns: u64) -> (u64, u64) {
+    let newer = t.burst >= window_end && (t.burst - window_end) % window_ns == 0;
+    if newer {
+        (t.burst, t.sustained)
     } else {
-        0
+        (window_end, 0)
     }
 }
 
@@ -83,37 +101,68 @@ pub(crate) fn window(now: u64, window_ns: u64) -> (u64, u64) {
 }
 
 /// Slots the tenant holds in the window ending at `window_end` (for `peek`).
-pub(crate) fn tenant_held(table: &Table, tenant: Digest, now: u64, window_end: u64) -> u64 {
-    table.peek(tenant, now).map_or(0, |t| tenant_used(t, window_end))
+pub(crate) fn tenant_held(table: &Table, tenant: Digest, now: u64, window_end: u64, window_ns: u64) -> u64 {
+    table.peek(tenant, now).map_or(0, |t| tenant_window(t, window_end, window_ns).1)
 }
 
-/// Takes one of the tenant's slots unless it holds `cap`. `Err` names the refusal.
+/// Takes one of the tenant's slots unless it holds `cap`; returns the end of the window it was
+/// counted in (for `give_back_tenant`), or the refusal.
 pub(crate) fn take_tenant(
     table: &Table,
     tenant: Digest,
     now: u64,
-    window_end: u64,
+    (window_end, window_ns): (u64, u64),
     cap: u64,
-) -> Result<(), Cause> {
+) -> Result<u64, Cause> {
     let taken = table.update(tenant, now, |t| {
-        let used = tenant_used(t, window_end);
+        let (end, used) = tenant_window(t, window_end, window_ns);
         if used >= cap {
-            Apply::Keep(false)
+            Apply::Keep(None)
         } else {
-            Apply::Write(Tats { burst: window_end, sustained: used + 1 }, true)
+            Apply::Write(Tats { burst: end, sustained: used + 1 }, Some(end))
         }
     });
     match taken {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Cause::TenantShare),
+        Ok(Some(end)) => Ok(end),
+        Ok(None) => Err(Cause::TenantShare),
         Err(_) => Err(Cause::TableFull),
     }
 }
 
-/// Gives back a tenant slot taken in the window ending at `window_end`.
-pub(crate) fn give_back_tenant(table: &Table, tenant: Digest, now: u64, window_end: u64) {
-    let _ = table.update(tenant, now, |t| match tenant_used(t, window_end) {
-        0 => Apply::Keep(()),
-        used => Apply::Write(Tats { burst: window_end, sustained: used - 1 }, ()),
+/// Gives back a tenant slot taken in the window ending at `counted_end`.
+pub(crate) fn give_back_tenant(table: &Table, tenant: Digest, now: u64, counted_end: u64) {
+    let _ = table.update(tenant, now, |t| {
+        if t.burst == counted_end && t.sustained > 0 {
+            Apply::Write(Tats { burst: counted_end, sustained: t.sustained - 1 }, ())
+        } else {
+            Apply::Keep(())
+        }
     });
+}
+
+#[cfg(all(test, not(all(tollgate_loom, feature = "loom"))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_late_request_counts_in_the_newer_window() {
+        let c = ShardCounter::new();
+        assert!(c.take(7, 1));
+        assert!(c.take(8, 1));
+        // A request that read the clock in window 7 arrives after window 8 began: it must not
+        // reset window 8's count.
+        assert!(!c.take(7, 1));
+        assert!(!c.take(8, 1));
+        assert_eq!(c.used(7), 1);
+        assert!(c.take(9, 1));
+    }
+
+    #[test]
+    fn tenant_windows_move_forward_on_their_grid() {
+        let t = |end, n| Tats { burst: end, sustained: n };
+        assert_eq!(tenant_window(t(2_000, 3), 2_000, 1_000), (2_000, 3));
+        assert_eq!(tenant_window(t(3_000, 3), 2_000, 1_000), (3_000, 3), "late request");
+        assert_eq!(tenant_window(t(1_000, 3), 2_000, 1_000), (2_000, 0), "window over");
+        assert_eq!(tenant_window(t(2_500, 3), 2_000, 1_000), (2_000, 0), "other grid");
+    }
 }

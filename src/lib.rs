@@ -37,6 +37,13 @@ mod table;
 #[cfg(feature = "client")]
 pub mod client;
 
+/// Internals that the loom models in `loom-tests/` drive directly. Not part of the API.
+#[cfg(all(tollgate_loom, feature = "loom"))]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::capacity::ShardCounter;
+}
+
 /// The clock crate tollgate uses, re-exported so that `Builder::clock` needs no version match.
 pub use quanta;
 

@@ -422,15 +422,18 @@ impl Limiter {
         let next_window = Some(Duration::from_nanos(end - now));
         // The tenant first: a tenant over its share never touches the shard's count, so it
         // cannot crowd out its neighbours even for an instant.
-        if let Err(cause) = capacity::take_tenant(&self.table, tenant, now, end, limit) {
-            let retry_after = if cause == Cause::TableFull { None } else { next_window };
-            return Err(Decision::Unavailable { retry_after, cause });
-        }
+        let counted = match capacity::take_tenant(&self.table, tenant, now, (end, cap.window_ns), limit) {
+            Ok(counted) => counted,
+            Err(cause) => {
+                let retry_after = if cause == Cause::TableFull { None } else { next_window };
+                return Err(Decision::Unavailable { retry_after, cause });
+            }
+        };
         let shards = self.shards.load();
         match shards.counters.get(shard) {
             Some(counter) if counter.take(window, cap.slots_per_window) => Ok(()),
             _ => {
-                capacity::give_back_tenant(&self.table, tenant, now, end);
+                capacity::give_back_tenant(&self.table, tenant, now, counted);
                 Err(Decision::Unavailable { retry_after: next_window, cause: Cause::ShardFull })
             }
         }
@@ -441,7 +444,7 @@ impl Limiter {
         let (tenant, shard, limit) = self.tenant_of(cap, key);
         let (window, end) = capacity::window(now, cap.window_ns);
         let retry_after = Some(Duration::from_nanos(end - now));
-        if capacity::tenant_held(&self.table, tenant, now, end) >= limit {
+        if capacity::tenant_held(&self.table, tenant, now, end, cap.window_ns) >= limit {
             return Err(Decision::Unavailable { retry_after, cause: Cause::TenantShare });
         }
         let shards = self.shards.load();
