@@ -93,7 +93,7 @@ impl RequestId {
     /// A fresh random id: 32 lower-case hex digits (128 bits), unique enough to find one request.
     pub fn generate() -> RequestId {
         let text = format!("{:032x}", fastrand::u128(..));
-        RequestId(HeaderValue::from_str(&text).expect("hex digits are a valid header value"))
+        RequestId(HeaderValue::try_from(text).expect("hex digits are a valid header value"))
     }
 
     /// The request's own `X-Request-Id` if it sent exactly one well-formed value, else a fresh one.

@@ -18,7 +18,8 @@
 //! by withholding readiness, so one caller's refusals never stall another's requests.
 //!
 //! A route class in shadow mode (`mode: shadow` on the class or the profile) lets a refused
-//! request through; the decision that would have been made is still in [`RateLimitOutcome`].
+//! request through: the backend says so in its [`Verdict`], and the refusal that would have
+//! been made is still reported in [`RateLimitOutcome`].
 //!
 //! ```
 //! use std::sync::Arc;
@@ -27,7 +28,7 @@
 //!
 //! let limiter = Arc::new(Limiter::builder(Profile::from_path("examples/profiles/example.yaml")?).build()?);
 //! let extractor = PeerExtractor::new().trust_proxies(["10.0.0.0/8".parse()?]);
-//! let layer = RateLimitLayer::new(Arc::clone(&limiter)).extractor(extractor);
+//! let layer = RateLimitLayer::with_extractor(Arc::clone(&limiter), extractor);
 //! // axum: Router::new().route(..).layer(layer).layer(your_authentication_layer)
 //! # let _ = layer;
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -49,8 +50,8 @@ use parking_lot::RwLock;
 use crate::decision::Decision;
 use crate::http::{policy_header, Answer, RequestId, X_REQUEST_ID};
 use crate::identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-use crate::limiter::{Limiter, Remaining};
-use crate::profile::{Mode, Profile};
+use crate::limiter::{Limiter, Remaining, Verdict};
+use crate::profile::Profile;
 
 // ---------------------------------------------------------------------------------------------
 // The backend.
@@ -64,6 +65,18 @@ pub trait Admission: Send + Sync + 'static {
     fn profile(&self) -> Arc<Profile>;
     /// Decides and charges one request.
     fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send;
+    /// [`Admission::admit`], also telling what the profile computed when shadow mode let a
+    /// refused request through. The default is for backends without shadow mode.
+    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
+        let decision = self.admit(key);
+        async move {
+            let decision = decision.await;
+            Verdict {
+                decision,
+                computed: decision,
+            }
+        }
+    }
     /// The caller's own remaining tokens, charging nothing (asked only when the profile's
     /// `expose_remaining` is true).
     fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Remaining> + Send;
@@ -80,6 +93,10 @@ impl Admission for Limiter {
     fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send {
         core::future::ready(Limiter::admit(self, key))
     }
+    #[inline]
+    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
+        core::future::ready(Limiter::evaluate(self, key))
+    }
     fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Remaining> + Send {
         core::future::ready(Limiter::remaining(self, key))
     }
@@ -95,6 +112,10 @@ impl<T: Admission> Admission for Arc<T> {
     #[inline]
     fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send {
         (**self).admit(key)
+    }
+    #[inline]
+    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
+        (**self).evaluate(key)
     }
     fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Remaining> + Send {
         (**self).remaining(key)
@@ -404,7 +425,6 @@ pub struct RouteEntry {
     segments: Box<[Segment]>,
     class: RouteClass,
     class_name: Arc<str>,
-    shadow: bool,
     policy: HeaderValue,
 }
 
@@ -416,10 +436,6 @@ impl RouteEntry {
     /// The route class name.
     pub fn class_name(&self) -> &str {
         &self.class_name
-    }
-    /// True when refusals on this class are only reported (shadow mode).
-    pub fn is_shadow(&self) -> bool {
-        self.shadow
     }
     /// The class's `RateLimit-Policy` value, computed once.
     pub fn policy(&self) -> &HeaderValue {
@@ -489,7 +505,6 @@ impl RouteTable {
                     segments,
                     class,
                     class_name: r.class.as_str().into(),
-                    shadow: limits.mode.unwrap_or(profile.mode) == Mode::Shadow,
                     policy: policy_header(limits),
                 })
             })
@@ -512,11 +527,11 @@ impl RouteTable {
 
 /// What the layer decided for one request, in the request extensions (for handlers, e.g. to
 /// combine with their own limiter through [`crate::http::Combined`]) and in the response
-/// extensions (for telemetry). The decision is the limiter's own, also when shadow mode let
-/// the request through.
+/// extensions (for telemetry). The decision is what the profile computed, also when shadow
+/// mode let the request through.
 #[derive(Clone, Debug)]
 pub struct RateLimitOutcome {
-    /// The limiter's decision.
+    /// What the profile computed (a refusal here with `enforced: false` was shadowed).
     pub decision: Decision,
     /// The route class handle.
     pub class: RouteClass,
@@ -584,33 +599,22 @@ impl<A, X> fmt::Debug for RateLimitLayer<A, X> {
 }
 
 impl<A: Admission> RateLimitLayer<A, PeerExtractor> {
-    /// A layer over `admission` with the default [`PeerExtractor`] (no trusted proxies).
+    /// A layer over `admission` with the default [`PeerExtractor`] (no trusted proxies, peer
+    /// address from a `SocketAddr` request extension).
     pub fn new(admission: A) -> Self {
-        let profile = admission.profile();
-        let compiled = Shared::<A, PeerExtractor>::compile(&admission, profile);
-        RateLimitLayer {
-            shared: Arc::new(Shared {
-                admission,
-                extractor: PeerExtractor::new(),
-                compiled: RwLock::new(compiled),
-            }),
-        }
+        RateLimitLayer::with_extractor(admission, PeerExtractor::new())
     }
 }
 
-impl<A: Admission, X> RateLimitLayer<A, X> {
-    /// Replaces the key extractor.
-    ///
-    /// # Panics
-    /// If the layer was already cloned (configure it before use).
-    pub fn extractor<X2: KeyExtractor>(self, extractor: X2) -> RateLimitLayer<A, X2> {
-        let shared = Arc::try_unwrap(self.shared)
-            .unwrap_or_else(|_| panic!("configure RateLimitLayer before cloning it"));
+impl<A: Admission, X: KeyExtractor> RateLimitLayer<A, X> {
+    /// A layer over `admission` that finds callers with `extractor`.
+    pub fn with_extractor(admission: A, extractor: X) -> Self {
+        let compiled = Shared::<A, X>::compile(&admission, admission.profile());
         RateLimitLayer {
             shared: Arc::new(Shared {
-                admission: shared.admission,
+                admission,
                 extractor,
-                compiled: shared.compiled,
+                compiled: RwLock::new(compiled),
             }),
         }
     }
@@ -695,22 +699,20 @@ where
             let entry = &compiled.routes.entries[route];
             let profile = &*compiled.profile;
             let key = caller.key(entry.class);
-            let decision = shared.admission.admit(&key).await;
+            let verdict = shared.admission.evaluate(&key).await;
             let remaining = if profile.expose_remaining {
                 Some(shared.admission.remaining(&key).await)
             } else {
                 None
             };
-            let enforced = !entry.shadow || decision.is_admit();
             let outcome = RateLimitOutcome {
-                decision,
+                decision: verdict.computed,
                 class: entry.class,
                 class_name: Arc::clone(&entry.class_name),
-                enforced,
+                enforced: !verdict.is_shadowed(),
                 request_id: request_id.clone(),
             };
-            let shown = if enforced { decision } else { Decision::Admit };
-            let answer = Answer::new(shown, profile, &request_id)
+            let answer = Answer::new(verdict.decision, profile, &request_id)
                 .with_policy(&entry.policy)
                 .with_remaining(remaining);
             if let Some(mut refusal) = answer.refusal::<ResBody>() {

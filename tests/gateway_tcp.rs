@@ -30,7 +30,16 @@ const ALICE: &str = "Bearer acme-alice-token";
 const CAROL: &str = "Bearer globex-carol-token";
 
 /// One route class per limited route, with small buckets; `{extra}` goes at the top level.
+/// Shared capacity is generous (the tenant counters take identity slots too).
 fn profile(extra: &str, capacity: u64) -> Profile {
+    profile_with(
+        extra,
+        capacity,
+        "{ shards: 1, window: 1s, slots_per_window: 1000, tenant_share: 0.5 }",
+    )
+}
+
+fn profile_with(extra: &str, capacity: u64, shared: &str) -> Profile {
     Profile::from_yaml(&format!(
         r#"
 name: gateway-test
@@ -46,14 +55,7 @@ route_classes:
   registration:
     burst:     {{ tokens: 2,  per: 1m }}
     sustained: {{ tokens: 20, per: 1d }}
-shared_capacity:
-  shards: 1
-  window: 1s
-  slots_per_window: 1000
-  tenant_share: 0.5
-  tenants:
-    acme:   {{ shard: 0 }}
-    globex: {{ shard: 0 }}
+shared_capacity: {shared}
 routes:
   - {{ method: GET,  path: "/v1/**",       class: read }}
   - {{ method: POST, path: "/v1/register", class: registration }}
@@ -231,11 +233,17 @@ async fn waiting_retry_after_on_the_real_clock_is_admitted() {
 
 #[tokio::test]
 async fn a_full_table_is_an_exact_503_without_retry_after() {
-    let gw = start(profile("", 1), None, &[]).await;
+    // No shared capacity: its tenant counters would take the one slot.
+    let gw = start(profile_with("", 1, "null"), None, &[]).await;
     let first = gw
         .send(Method::GET, "/v1/items", &[("authorization", ALICE)])
         .await;
-    assert_eq!(first.status, StatusCode::OK);
+    assert_eq!(
+        first.status,
+        StatusCode::OK,
+        "{}",
+        String::from_utf8_lossy(&first.body)
+    );
     let full = gw
         .send(Method::GET, "/v1/items", &[("authorization", CAROL)])
         .await;
@@ -261,6 +269,54 @@ async fn a_full_table_is_an_exact_503_without_retry_after() {
     for secret in ["acme", "alice"] {
         assert!(!contains(&bytes, secret), "503 leaks {secret}");
     }
+}
+
+#[tokio::test]
+async fn a_used_tenant_share_is_503_with_the_next_window() {
+    let (clock, mock): (Clock, Arc<Mock>) = Clock::mock();
+    // Two slots a window, at most one per tenant.
+    let shared = "{ shards: 1, window: 10s, slots_per_window: 2, tenant_share: 0.5 }";
+    let gw = start(profile_with("", 64, shared), Some(clock), &[]).await;
+    mock.increment(Duration::from_millis(2_500));
+    let ok = gw
+        .send(Method::GET, "/v1/items", &[("authorization", ALICE)])
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let ok = gw
+        .send(Method::GET, "/v1/items", &[("authorization", CAROL)])
+        .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    let no = gw
+        .send(Method::GET, "/v1/items", &[("authorization", ALICE)])
+        .await;
+    assert_eq!(no.status, StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(
+        no.headers["retry-after"], "8",
+        "the next window, rounded up"
+    );
+    assert_eq!(no.headers["cache-control"], "no-store");
+    let id = no.headers["x-request-id"].to_str().unwrap().to_owned();
+    assert_eq!(
+        no.json(),
+        json!({
+            "type": "https://errors.example.com/over-capacity",
+            "title": "Service Unavailable",
+            "status": 503,
+            "detail": "The service is at capacity; retry after 8 seconds.",
+            "code": "over_capacity",
+            "request_id": id,
+            "retry_after": 8,
+        })
+    );
+    let bytes = no.all_bytes();
+    for secret in ["globex", "carol"] {
+        assert!(!contains(&bytes, secret), "503 leaks {secret}");
+    }
+    mock.increment(Duration::from_secs(8));
+    let ok = gw
+        .send(Method::GET, "/v1/items", &[("authorization", ALICE)])
+        .await;
+    assert_eq!(ok.status, StatusCode::OK, "admitted in the next window");
 }
 
 fn contains(haystack: &[u8], needle: &str) -> bool {
@@ -339,7 +395,9 @@ async fn two_tenants_one_flooding_never_see_each_other() {
     for secret in ["acme", "alice", "globex", "carol"] {
         assert!(!contains(&bytes, secret), "discovery names {secret}");
     }
-    assert_eq!(doc.json()["route_classes"]["write"]["burst"]["tokens"], 1);
+    let classes = doc.json()["route_classes"].as_array().unwrap().clone();
+    let write = classes.iter().find(|c| c["name"] == "write").unwrap();
+    assert_eq!(write["burst"], json!({ "tokens": 1, "per": "1s" }));
     let _ = &gw.limiter;
 }
 
@@ -458,6 +516,17 @@ async fn an_unknown_token_is_401_and_unlimited_routes_stay_free() {
     assert_eq!(r.status, StatusCode::UNAUTHORIZED);
     assert_eq!(r.headers["content-type"], "application/problem+json");
     assert_eq!(r.json()["code"], "unauthorized");
+    // Guessing tokens is charged to the guesser's anonymous class (read: burst 5).
+    let mut statuses = Vec::new();
+    for i in 0..6 {
+        let token = format!("Bearer guess-{i}");
+        let r = gw
+            .send(Method::GET, "/v1/items", &[("authorization", &token)])
+            .await;
+        statuses.push(r.status);
+    }
+    assert_eq!(statuses[..4], [StatusCode::UNAUTHORIZED; 4]);
+    assert_eq!(statuses[4..], [StatusCode::TOO_MANY_REQUESTS; 2]);
     for _ in 0..20 {
         let doc = gw.send(Method::GET, "/.well-known/rate-limits", &[]).await;
         assert_eq!(doc.status, StatusCode::OK);
@@ -468,4 +537,49 @@ async fn an_unknown_token_is_401_and_unlimited_routes_stay_free() {
         gw.send(Method::GET, "/metrics", &[]).await.status,
         StatusCode::NOT_FOUND
     );
+}
+
+#[tokio::test]
+async fn a_reload_changes_published_limits_and_headers_and_a_bad_one_changes_nothing() {
+    let gw = start(profile("", 64), None, &[]).await;
+    let dir = std::env::temp_dir().join(format!("tollgate-gateway-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("profile.yaml");
+    let policy = |r: &Reply| r.headers["ratelimit-policy"].to_str().unwrap().to_owned();
+    let auth = [("authorization", ALICE)];
+
+    let before = gw.send(Method::POST, "/v1/items", &auth).await;
+    assert_eq!(before.status, StatusCode::CREATED);
+    assert_eq!(
+        policy(&before),
+        "\"burst\";q=1;w=1, \"sustained\";q=100;w=3600"
+    );
+
+    std::fs::write(&path, "name: broken\nidentities: { capacity: 64 }\n").unwrap();
+    let err = app::reload(&gw.limiter, &path).unwrap_err();
+    assert!(err.contains("route_classes"), "{err}");
+    let same = gw.send(Method::POST, "/v1/items", &auth).await;
+    assert_eq!(
+        same.status,
+        StatusCode::TOO_MANY_REQUESTS,
+        "old limits and state stay"
+    );
+
+    // The same profile with a write burst of 3: the bucket state carries over, the policy
+    // header and the discovery document follow at once.
+    let src = serde_yaml_ng::to_string(&*gw.limiter.profile()).unwrap();
+    let bigger = src.replacen("tokens: 1\n", "tokens: 3\n", 1);
+    assert_ne!(src, bigger);
+    std::fs::write(&path, bigger).unwrap();
+    app::reload(&gw.limiter, &path).unwrap();
+    let after = gw.send(Method::POST, "/v1/items", &auth).await;
+    assert_eq!(
+        policy(&after),
+        "\"burst\";q=3;w=1, \"sustained\";q=100;w=3600"
+    );
+    let doc = gw.send(Method::GET, "/.well-known/rate-limits", &[]).await;
+    let classes = doc.json()["route_classes"].as_array().unwrap().clone();
+    let write = classes.iter().find(|c| c["name"] == "write").unwrap();
+    assert_eq!(write["burst"]["tokens"], 3);
+    std::fs::remove_dir_all(&dir).unwrap();
 }

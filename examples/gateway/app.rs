@@ -1,9 +1,10 @@
 //! The demo gateway's router, shared by `main.rs` and the tests (which include this file with
 //! `#[path = "../examples/gateway/app.rs"] mod app;` and serve it on `127.0.0.1:0`).
 //!
-//! Layers, outermost first: outcome counters, bearer-token authentication (inserts the
-//! `VerifiedIdentity`; no token is the anonymous class; an unknown token is 401), then
-//! tollgate's `RateLimitLayer`, then the handlers.
+//! Layers, outermost first: bearer-token authentication (a known token inserts its
+//! `VerifiedIdentity`; no token is the anonymous class), tollgate's `RateLimitLayer`, the
+//! rejection of unknown tokens (401), then the handlers. Unknown tokens are refused *after*
+//! rate limiting, so that guessing tokens is charged to the guesser's anonymous class.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -21,8 +22,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate::http::{RequestId, PROBLEM_JSON, X_REQUEST_ID};
-use tollgate::tower::{Cidr, PeerExtractor, RateLimitLayer, RateLimitOutcome, VerifiedIdentity};
-use tollgate::{Decision, Limiter, Profile};
+use tollgate::tower::{Cidr, PeerExtractor, RateLimitLayer, VerifiedIdentity};
+use tollgate::{Limiter, Profile};
 
 /// Bearer token to verified identity, from a small YAML file:
 /// `tokens: { <token>: { tenant: acme, principal: alice } }`.
@@ -87,7 +88,7 @@ pub fn router(
     let extractor = PeerExtractor::new()
         .trust_proxies(trusted_proxies)
         .peer_addr_from(|e| e.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
-    let rate_limit = RateLimitLayer::new(Arc::clone(&limiter)).extractor(extractor);
+    let rate_limit = RateLimitLayer::with_extractor(Arc::clone(&limiter), extractor);
     let tokens = Arc::new(tokens);
     Router::new()
         .route("/v1/items", get(list_items).post(create_item))
@@ -95,14 +96,18 @@ pub fn router(
         .route("/v1/reports/run", post(run_report))
         .route("/.well-known/rate-limits", get(discovery))
         .route("/metrics", get(render_metrics))
+        .layer(middleware::from_fn(reject_unknown_tokens))
         .layer(rate_limit)
         .layer(middleware::from_fn_with_state(tokens, authenticate))
-        .layer(middleware::from_fn(count_outcomes))
         .with_state(AppState { limiter, metrics })
 }
 
+/// Marks a request whose `Authorization` header is present but not a known bearer token.
+#[derive(Clone, Copy)]
+struct UnknownToken;
+
 /// `Authorization: Bearer <token>`: a known token inserts its identity; no header is the
-/// anonymous class; anything else is 401.
+/// anonymous class; anything else is marked, rate-limited as anonymous, then refused (401).
 async fn authenticate(State(tokens): State<Arc<Tokens>>, mut req: Request, next: Next) -> Response {
     let Some(value) = req.headers().get(AUTHORIZATION) else {
         return next.run(req).await;
@@ -118,8 +123,19 @@ async fn authenticate(State(tokens): State<Arc<Tokens>>, mut req: Request, next:
             req.extensions_mut().insert(id);
             next.run(req).await
         }
-        None => unauthorized(&RequestId::from_headers(req.headers())),
+        None => {
+            req.extensions_mut().insert(UnknownToken);
+            next.run(req).await
+        }
     }
+}
+
+async fn reject_unknown_tokens(req: Request, next: Next) -> Response {
+    if req.extensions().get::<UnknownToken>().is_some() {
+        // The rate limit layer already put a well-formed id on the request.
+        return unauthorized(&RequestId::from_headers(req.headers()));
+    }
+    next.run(req).await
 }
 
 fn unauthorized(request_id: &RequestId) -> Response {
@@ -136,26 +152,6 @@ fn unauthorized(request_id: &RequestId) -> Response {
     h.insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
     h.insert(WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
     h.insert(X_REQUEST_ID, request_id.header_value().clone());
-    response
-}
-
-/// Counts every rate-limited response by route class and outcome (`tollgate_http_requests_total`).
-async fn count_outcomes(req: Request, next: Next) -> Response {
-    let response = next.run(req).await;
-    if let Some(o) = response.extensions().get::<RateLimitOutcome>() {
-        let outcome = match o.decision {
-            Decision::Admit => "admit",
-            Decision::Throttle { .. } => "throttle",
-            Decision::Unavailable { .. } => "unavailable",
-        };
-        metrics::counter!(
-            "tollgate_http_requests_total",
-            "route_class" => o.class_name.to_string(),
-            "outcome" => outcome,
-            "enforced" => if o.enforced { "true" } else { "false" },
-        )
-        .increment(1);
-    }
     response
 }
 
@@ -190,58 +186,16 @@ async fn render_metrics(State(state): State<AppState>) -> Response {
     }
 }
 
-/// The discovery document served at `GET /.well-known/rate-limits`: per route class the burst
-/// and sustained limits, the routes, the Retry-After cap, the catalog codes and the capacity
-/// window. No usage figures and nothing about any tenant.
-///
-/// Built from the profile here until the core's `Limiter::published_limits()` lands; then this
-/// becomes `serde_json::to_value(limiter.published_limits())`.
+/// The discovery document served at `GET /.well-known/rate-limits`: the core's published
+/// limits (per route class its buckets, mode and routes; the Retry-After cap; the catalog; the
+/// capacity window). No usage figures and nothing about any tenant.
 pub fn discovery_document(limiter: &Limiter) -> Value {
-    let p = limiter.profile();
-    let bucket = |b: &tollgate::BucketLimit| json!({ "tokens": b.tokens.0, "per_seconds": b.per.0.as_secs_f64() });
-    let classes: serde_json::Map<String, Value> = p
-        .route_classes
-        .iter()
-        .map(|(name, l)| {
-            (
-                name.to_owned(),
-                json!({ "burst": bucket(&l.burst), "sustained": bucket(&l.sustained) }),
-            )
-        })
-        .collect();
-    let routes: Vec<Value> = p
-        .routes
-        .iter()
-        .map(|r| json!({ "method": r.method, "path": r.path, "class": r.class }))
-        .collect();
-    let catalog = |c: &tollgate::CatalogCode| json!({ "code": c.code, "type": c.type_uri });
-    json!({
-        "profile": p.name,
-        "route_classes": classes,
-        "routes": routes,
-        "retry_after": { "max_seconds": p.retry_after.max.0.as_secs() },
-        "catalog": {
-            "throttled": catalog(&p.catalog.throttled),
-            "over_capacity": catalog(&p.catalog.over_capacity),
-            "limiter_unavailable": catalog(&p.catalog.limiter_unavailable),
-        },
-        "capacity_window_seconds": p.shared_capacity.as_ref().map(|c| c.window.0.as_secs_f64()),
-    })
+    serde_json::to_value(limiter.published_limits()).expect("the published limits serialize")
 }
 
 /// Reads `path` and puts it in force without losing bucket state. A bad profile is refused
 /// with its error and the old one stays.
 pub fn reload(limiter: &Limiter, path: &Path) -> Result<(), String> {
     let profile = Profile::from_path(path).map_err(|e| e.to_string())?;
-    apply_profile(limiter, profile)
-}
-
-/// The one call to switch to `limiter.reload(profile)` when the core has it.
-fn apply_profile(limiter: &Limiter, profile: Profile) -> Result<(), String> {
-    let _ = (limiter, profile);
-    Err(
-        "the profile is valid, but this build of tollgate cannot swap limits yet \
-         (Limiter::reload is not in the core); restart to apply it"
-            .to_owned(),
-    )
+    limiter.reload(profile).map_err(|e| e.to_string())
 }
