@@ -394,7 +394,7 @@ pub fn combine(decisions: impl IntoIterator<Item = Decision>) -> Decision {
                 retry_after,
                 bucket,
             } => {
-                if throttle.map_or(true, |(w, _)| retry_after > w) {
+                if throttle.is_none_or(|(w, _)| retry_after > w) {
                     throttle = Some((retry_after, bucket));
                 }
             }
@@ -410,7 +410,7 @@ pub fn combine(decisions: impl IntoIterator<Item = Decision>) -> Decision {
                 retry_after: Some(w),
                 cause,
             } => {
-                if unavailable.map_or(true, |(u, _)| w > u) {
+                if unavailable.is_none_or(|(u, _)| w > u) {
                     unavailable = Some((w, cause));
                 }
             }

@@ -514,7 +514,7 @@ impl RouteTable {
 
     /// The first route that matches, or `None` (the request is not limited).
     pub fn classify(&self, method: &Method, path: &str) -> Option<&RouteEntry> {
-        self.entries.iter().find(|e| e.matches(method, path))
+        self.position(method, path).map(|i| &self.entries[i])
     }
 
     fn position(&self, method: &Method, path: &str) -> Option<usize> {
