@@ -49,7 +49,7 @@ use parking_lot::RwLock;
 
 use crate::decision::Decision;
 use crate::http::{policy_header, Answer, RequestId, X_REQUEST_ID};
-use crate::identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
+use crate::identity::{Key, KeyError, RouteClass};
 use crate::limiter::{Limiter, Remaining, Verdict};
 use crate::profile::Profile;
 
@@ -135,18 +135,11 @@ pub struct VerifiedIdentity {
 }
 
 impl VerifiedIdentity {
-    /// Checks the ids as [`Key::authenticated`] does (1 to [`MAX_ID_LEN`] bytes each), so that
+    /// Checks the ids as [`Key::authenticated`] does (1 to [`MAX_ID_LEN`](crate::MAX_ID_LEN) bytes each), so that
     /// an identity in the extensions always makes a key.
     pub fn new(tenant: &str, principal: &str) -> Result<VerifiedIdentity, KeyError> {
-        if tenant.is_empty() {
-            return Err(KeyError::EmptyTenant);
-        }
-        if principal.is_empty() {
-            return Err(KeyError::EmptyPrincipal);
-        }
-        if tenant.len() > MAX_ID_LEN || principal.len() > MAX_ID_LEN {
-            return Err(KeyError::TooLong);
-        }
+        // The class does not take part in the checks.
+        Key::authenticated(tenant, principal, RouteClass(0))?;
         Ok(VerifiedIdentity {
             tenant: tenant.into(),
             principal: principal.into(),

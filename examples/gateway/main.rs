@@ -118,14 +118,15 @@ async fn main() {
     };
     let profile = Profile::from_path(&args.profile).unwrap_or_else(|e| fail("profile", &e));
     let tokens = app::Tokens::from_path(&args.tokens).unwrap_or_else(|e| fail("tokens", &e));
+    // The recorder first: the limiter registers its metric handles when it is built.
+    let metrics = PrometheusBuilder::new()
+        .install_recorder()
+        .unwrap_or_else(|e| fail("metrics", &e));
     let limiter = Arc::new(
         Limiter::builder(profile)
             .build()
             .unwrap_or_else(|e| fail("limiter", &e)),
     );
-    let metrics = PrometheusBuilder::new()
-        .install_recorder()
-        .unwrap_or_else(|e| fail("metrics", &e));
 
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
