@@ -58,6 +58,10 @@ use crate::profile::Profile;
 
 /// What the layer needs from a limiter, so that the in-process [`Limiter`] and a future async
 /// (Redis) limiter plug in the same way.
+///
+/// Import it to implement it. With the trait in scope, `arc_limiter.admit(&key)` on an
+/// `Arc<Limiter>` resolves to this trait's async method (the `Arc` impl comes first in method
+/// lookup); write `Limiter::admit(&arc_limiter, &key)` there for the plain decision.
 pub trait Admission: Send + Sync + 'static {
     /// The handle of a route class by name (resolved once per profile, not per request).
     fn route_class(&self, name: &str) -> Option<RouteClass>;
@@ -276,22 +280,36 @@ impl fmt::Display for Cidr {
 /// The client address starts as the peer address of the connection (by default a
 /// [`SocketAddr`] in the request extensions; for axum's `ConnectInfo<SocketAddr>` see
 /// [`PeerExtractor::peer_addr_from`]). Only while that address is inside a trusted proxy
-/// network is the proxy's `Forwarded` (or, when there is none, `X-Forwarded-For`) list
-/// believed, read from the right: the client is the rightmost address that is not a trusted
-/// proxy. Everything left of it was written by the client and is ignored, so a spoofed header
-/// from an untrusted peer changes nothing. A request with no peer address at all (a
-/// misconfigured server) is charged to one shared bucket (`0.0.0.0`'s network), which fails
-/// closed rather than unlimited.
+/// network is the proxies' list believed (`X-Forwarded-For` by default, or RFC 7239
+/// `Forwarded`: one of them, the one your proxies append to, see [`ForwardedHeader`]), read from
+/// the right: the client is the rightmost address that is not a trusted proxy. Everything left
+/// of it was written by the client and is ignored, so a spoofed header from an untrusted peer,
+/// or a spoofed entry behind a trusted one, changes nothing. Trust only proxies that append to
+/// the chosen header. A request with no peer address at all (a misconfigured server) is charged
+/// to one shared bucket (`0.0.0.0`'s network), which fails closed rather than unlimited.
 #[derive(Clone)]
 pub struct PeerExtractor {
     trusted: Arc<[Cidr]>,
+    header: ForwardedHeader,
     peer_addr: fn(&Extensions) -> Option<SocketAddr>,
+}
+
+/// Which header trusted proxies append the client address to. Only one is read: reading the
+/// other as well would let a client forge the one its proxies do not write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2` (the common one; the default).
+    #[default]
+    XForwardedFor,
+    /// RFC 7239 `Forwarded: for=client, for="[2001:db8::1]:4711"`.
+    Forwarded,
 }
 
 impl fmt::Debug for PeerExtractor {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("PeerExtractor")
             .field("trusted", &self.trusted)
+            .field("header", &self.header)
             .finish_non_exhaustive()
     }
 }
@@ -310,11 +328,18 @@ impl PeerExtractor {
     pub fn new() -> Self {
         PeerExtractor {
             trusted: Arc::from([]),
+            header: ForwardedHeader::XForwardedFor,
             peer_addr: |e| e.get::<SocketAddr>().copied(),
         }
     }
 
-    /// The proxy networks whose `Forwarded` / `X-Forwarded-For` entries are believed.
+    /// The header the trusted proxies append to (default `X-Forwarded-For`).
+    pub fn forwarded_header(mut self, header: ForwardedHeader) -> Self {
+        self.header = header;
+        self
+    }
+
+    /// The proxy networks whose forwarded-for entries are believed.
     pub fn trust_proxies(mut self, networks: impl IntoIterator<Item = Cidr>) -> Self {
         self.trusted = networks.into_iter().collect();
         self
@@ -337,12 +362,10 @@ impl PeerExtractor {
         if !self.trusted(client) {
             return client;
         }
-        let (name, parse): (HeaderName, fn(&str) -> Option<IpAddr>) =
-            if headers.contains_key(FORWARDED) {
-                (FORWARDED, forwarded_for)
-            } else {
-                (X_FORWARDED_FOR, forwarded_ip)
-            };
+        let (name, parse): (HeaderName, fn(&str) -> Option<IpAddr>) = match self.header {
+            ForwardedHeader::XForwardedFor => (X_FORWARDED_FOR, forwarded_ip),
+            ForwardedHeader::Forwarded => (FORWARDED, forwarded_for),
+        };
         for value in headers.get_all(name).iter().rev() {
             let Ok(text) = value.to_str() else {
                 return client;

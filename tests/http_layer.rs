@@ -9,8 +9,8 @@ use std::sync::Arc;
 
 use http::{HeaderMap, HeaderValue, Method, Request, Response};
 use tollgate::tower::{
-    Caller, Cidr, KeyExtractor, PeerExtractor, RateLimitLayer, RateLimitOutcome, RouteTable,
-    VerifiedIdentity,
+    Caller, Cidr, ForwardedHeader, KeyExtractor, PeerExtractor, RateLimitLayer, RateLimitOutcome,
+    RouteTable, VerifiedIdentity,
 };
 use tollgate::{Decision, KeyError, Limiter, Profile};
 use tower::{service_fn, Layer, ServiceExt};
@@ -135,16 +135,31 @@ fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
         x.client_ip(ip("10.0.0.1"), &HeaderMap::new()),
         ip("10.0.0.1")
     );
-    // RFC 7239 Forwarded is preferred, with quotes, ports and brackets.
+    // Proxies that write X-Forwarded-For: a client's own `Forwarded` is not read.
+    let forged = headers(&[
+        ("forwarded", "for=6.6.6.6"),
+        ("x-forwarded-for", "198.51.100.9"),
+    ]);
+    assert_eq!(x.client_ip(ip("10.0.0.1"), &forged), ip("198.51.100.9"));
+
+    // Proxies that write RFC 7239 Forwarded: quotes, ports, brackets, other parameters.
+    let f = x.clone().forwarded_header(ForwardedHeader::Forwarded);
     let fwd = headers(&[
         ("forwarded", "for=6.6.6.6, for=\"[2001:db8:cafe::17]:4711\""),
         ("x-forwarded-for", "5.5.5.5"),
     ]);
-    assert_eq!(x.client_ip(ip("10.0.0.1"), &fwd), ip("6.6.6.6"));
+    assert_eq!(f.client_ip(ip("10.0.0.1"), &fwd), ip("6.6.6.6"));
+    let fwd = headers(&[
+        ("forwarded", "for=\"198.51.100.3:999\", for=10.0.0.5"),
+        ("x-forwarded-for", "5.5.5.5"),
+    ]);
+    assert_eq!(f.client_ip(ip("10.0.0.1"), &fwd), ip("198.51.100.3"));
     let fwd = headers(&[("forwarded", "for=192.0.2.60;proto=http;by=203.0.113.43")]);
-    assert_eq!(x.client_ip(ip("10.0.0.1"), &fwd), ip("192.0.2.60"));
+    assert_eq!(f.client_ip(ip("10.0.0.1"), &fwd), ip("192.0.2.60"));
     let hidden = headers(&[("forwarded", "for=unknown")]);
-    assert_eq!(x.client_ip(ip("10.0.0.1"), &hidden), ip("10.0.0.1"));
+    assert_eq!(f.client_ip(ip("10.0.0.1"), &hidden), ip("10.0.0.1"));
+    let forged = headers(&[("x-forwarded-for", "6.6.6.6")]);
+    assert_eq!(f.client_ip(ip("10.0.0.1"), &forged), ip("10.0.0.1"));
 }
 
 #[test]
@@ -295,4 +310,77 @@ async fn shadow_mode_lets_refusals_through_but_reports_them() {
         .await
         .unwrap();
     assert_eq!(no.status(), 429);
+}
+
+/// A backend that answers asynchronously, as a Redis limiter does, and whose store is down.
+struct StoreDown(Arc<Limiter>);
+
+impl tollgate::tower::Admission for StoreDown {
+    fn route_class(&self, name: &str) -> Option<tollgate::RouteClass> {
+        self.0.route_class(name)
+    }
+    fn profile(&self) -> Arc<Profile> {
+        self.0.profile()
+    }
+    async fn admit(&self, _key: &tollgate::Key<'_>) -> Decision {
+        tokio::task::yield_now().await;
+        Decision::Unavailable {
+            retry_after: None,
+            cause: tollgate::Cause::StoreUnavailable,
+        }
+    }
+    async fn remaining(&self, key: &tollgate::Key<'_>) -> tollgate::Remaining {
+        Limiter::remaining(&self.0, key)
+    }
+}
+
+#[tokio::test]
+async fn an_async_backend_whose_store_is_down_fails_closed_with_503() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&calls);
+    let inner = service_fn(move |_req: Request<String>| {
+        seen.fetch_add(1, Ordering::Relaxed);
+        async { Ok::<_, Infallible>(Response::new(Vec::new())) }
+    });
+    let svc = RateLimitLayer::new(StoreDown(limiter())).layer(inner);
+    let r = svc
+        .oneshot(request(Method::GET, "/v1/items"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 503);
+    assert!(r.headers().get("retry-after").is_none());
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    let body: serde_json::Value = serde_json::from_slice(r.body()).unwrap();
+    assert_eq!(body["code"], "limiter_unavailable");
+    assert!(body.get("retry_after").is_none());
+    assert_eq!(calls.load(Ordering::Relaxed), 0);
+}
+
+/// An inner service that is never ready: the layer must say so, not enforce through readiness.
+#[derive(Clone)]
+struct Down;
+
+impl tower::Service<Request<String>> for Down {
+    type Response = Response<Vec<u8>>;
+    type Error = &'static str;
+    type Future = std::future::Ready<Result<Response<Vec<u8>>, &'static str>>;
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Err("inner down"))
+    }
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        unreachable!("never ready")
+    }
+}
+
+#[tokio::test]
+async fn poll_ready_delegates_to_the_inner_service() {
+    let svc = RateLimitLayer::new(limiter()).layer(Down);
+    let err = svc
+        .oneshot(request(Method::GET, "/v1/items"))
+        .await
+        .unwrap_err();
+    assert_eq!(err, "inner down");
 }
