@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::bucket::{Limits, Rate};
+use crate::capacity::ShardCounter;
 use crate::identity::{Digest, DigestMap};
 use crate::profile::{Mode, Profile, ProfileError, RouteClassLimits};
 
@@ -27,6 +28,8 @@ pub(crate) struct CapacityConfig {
     pub(crate) default_cap: u64,
     /// Listed tenants by tenant digest: (shard if pinned, cap).
     pub(crate) listed: DigestMap<(Option<u32>, u64)>,
+    /// The shards' counters: kept across a reload unless the shard count or window changes.
+    pub(crate) counters: Arc<[ShardCounter]>,
 }
 
 impl CapacityConfig {
@@ -104,7 +107,13 @@ impl Config {
                 order.push(name.to_owned());
             }
         }
-        Ok(Config::with_order(profile, &order, tenant_digest))
+        let mut new = Config::with_order(profile, &order, tenant_digest);
+        if let (Some(old), Some(new)) = (&self.capacity, &mut new.capacity) {
+            if (old.shards, old.window_ns) == (new.shards, new.window_ns) {
+                new.counters = old.counters.clone();
+            }
+        }
+        Ok(new)
     }
 
     fn with_order(
@@ -138,6 +147,7 @@ impl Config {
                         (tenant_digest(name), (t.shard, cap))
                     })
                     .collect(),
+                counters: (0..sc.shards.0).map(|_| ShardCounter::new()).collect(),
             }
         });
         Config {
