@@ -6,13 +6,12 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::bucket::{Limits, Tats};
 use crate::capacity::{self, ShardCounter};
-use crate::config::{CapacityConfig, ClassConfig, Config};
+use crate::config::{CapacityConfig, ClassConfig, Config, ConfigCell};
 use crate::decision::{Cause, Decision};
 use crate::identity::{Digest, Key, KeyHasher, RouteClass};
 use crate::profile::{Catalog, Mode, Period, Profile, ProfileError};
@@ -46,7 +45,7 @@ const MAX_NOW: u64 = (1 << TAT_BITS) - (1 << 56);
 pub struct Limiter {
     table: Table,
     /// Swapped whole by `reload`; `admit` reads one snapshot.
-    config: ArcSwap<Config>,
+    config: ConfigCell,
     hasher: KeyHasher,
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
@@ -175,7 +174,7 @@ impl Builder {
             table: Table::new(capacity),
             #[cfg(feature = "metrics")]
             observer: crate::observe::Observer::new(self.observe, &config, &hasher),
-            config: ArcSwap::from_pointee(config),
+            config: ConfigCell::new(config),
             hasher,
             epoch: clock.raw(),
             clock,
@@ -230,8 +229,12 @@ impl Limiter {
     pub fn evaluate(&self, key: &Key<'_>) -> Verdict {
         // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let raw = self.clock.raw();
-        let cfg = self.config.load();
-        let class = class_of(&cfg, key.class);
+        self.config.with(|cfg| self.evaluate_with(cfg, key, raw))
+    }
+
+    #[inline]
+    fn evaluate_with(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> Verdict {
+        let class = class_of(cfg, key.class);
         let limits = class.limits;
         let (digest, tenant) = self.hasher.digests(key);
         let now = self.nanos_since_epoch(raw);
@@ -328,7 +331,7 @@ impl Limiter {
             .reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
         #[cfg(feature = "metrics")]
         self.observer.reload(&new);
-        self.config.store(Arc::new(new));
+        self.config.store(new);
         Ok(())
     }
 
