@@ -192,12 +192,22 @@ pub(crate) struct ConfigCell {
 /// Limiters whose configs one thread keeps.
 const CACHED: usize = 4;
 
-type CacheEntry = Option<(u64, u64, Arc<Config>)>;
+/// One thread's configs, most recently used first.
+struct Cache {
+    ids: [u64; CACHED],
+    generations: [u64; CACHED],
+    configs: [Option<Arc<Config>>; CACHED],
+}
 
 #[cfg(not(all(tollgate_loom, feature = "loom")))]
 std::thread_local! {
-    static CACHE: core::cell::RefCell<[CacheEntry; CACHED]> =
-        const { core::cell::RefCell::new([None, None, None, None]) };
+    static CACHE: core::cell::RefCell<Cache> = const {
+        core::cell::RefCell::new(Cache {
+            ids: [0; CACHED],
+            generations: [0; CACHED],
+            configs: [None, None, None, None],
+        })
+    };
 }
 
 impl ConfigCell {
@@ -225,40 +235,44 @@ impl ConfigCell {
 
     /// Runs `f` on the current config.
     #[inline]
-    pub(crate) fn with<R>(&self, f: impl FnOnce(&Config) -> R) -> R {
+    pub(crate) fn with<R>(&self, f: impl Fn(&Config) -> R) -> R {
         #[cfg(not(all(tollgate_loom, feature = "loom")))]
         {
-            let mut f = Some(f);
             // Acquire: pairs with the Release bump in `store`, after the new config is in place.
             let generation = self.generation.load(std::sync::atomic::Ordering::Acquire);
             let cached = CACHE.try_with(|cache| {
                 // Busy if `f` re-enters (a metrics callback that calls `admit`): use the swap.
                 let mut cache = cache.try_borrow_mut().ok()?;
-                let i = match cache
-                    .iter()
-                    .position(|e| matches!(e, Some((id, ..)) if *id == self.id))
-                {
-                    Some(i) => i,
-                    None => {
-                        cache.rotate_right(1);
-                        cache[0] = Some((self.id, generation, self.current.load_full()));
-                        0
-                    }
-                };
-                let entry = cache[i].as_mut().expect("just filled");
-                if entry.1 != generation {
-                    *entry = (self.id, generation, self.current.load_full());
+                if cache.ids[0] != self.id || cache.generations[0] != generation {
+                    self.refresh(&mut cache, generation);
                 }
                 // No Arc clone: its count is shared by every thread, so bumping it would bounce
                 // a cache line between cores on each admit. `f` runs with the cache borrowed.
-                Some((f.take().expect("called once"))(&entry.2))
+                cache.configs[0].as_deref().map(&f)
             });
             if let Ok(Some(r)) = cached {
                 return r;
             }
-            (f.take().expect("not called yet"))(&self.current.load())
         }
-        #[cfg(all(tollgate_loom, feature = "loom"))]
         f(&self.current.load())
+    }
+
+    /// Moves this limiter's entry to the front of the thread's cache, fresh.
+    #[cold]
+    #[cfg(not(all(tollgate_loom, feature = "loom")))]
+    fn refresh(&self, cache: &mut Cache, generation: u64) {
+        let i = cache
+            .ids
+            .iter()
+            .position(|&id| id == self.id)
+            .unwrap_or(CACHED - 1);
+        cache.ids[..=i].rotate_right(1);
+        cache.generations[..=i].rotate_right(1);
+        cache.configs[..=i].rotate_right(1);
+        cache.ids[0] = self.id;
+        if cache.generations[0] != generation || cache.configs[0].is_none() || i == CACHED - 1 {
+            cache.generations[0] = generation;
+            cache.configs[0] = Some(self.current.load_full());
+        }
     }
 }

@@ -220,7 +220,15 @@ impl Limiter {
     /// If `key`'s route class came from another limiter with more classes.
     #[inline]
     pub fn admit(&self, key: &Key<'_>) -> Decision {
-        self.evaluate(key).decision
+        let raw = self.clock.raw();
+        self.config.with(|cfg| {
+            let (computed, shadow) = self.decide(cfg, key, raw);
+            if shadow {
+                Decision::Admit
+            } else {
+                computed
+            }
+        })
     }
 
     /// [`Limiter::admit`], also telling what the profile computed when shadow mode let a
@@ -229,11 +237,17 @@ impl Limiter {
     pub fn evaluate(&self, key: &Key<'_>) -> Verdict {
         // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let raw = self.clock.raw();
-        self.config.with(|cfg| self.evaluate_with(cfg, key, raw))
+        self.config.with(|cfg| {
+            let (computed, shadow) = self.decide(cfg, key, raw);
+            let decision = if shadow { Decision::Admit } else { computed };
+            Verdict { decision, computed }
+        })
     }
 
+    /// The decision the profile computes, charged if admitted, and whether the class is in
+    /// shadow mode (the caller then admits regardless).
     #[inline]
-    fn evaluate_with(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> Verdict {
+    fn decide(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> (Decision, bool) {
         let class = class_of(cfg, key.class);
         let limits = class.limits;
         let (digest, tenant) = self.hasher.digests(key);
@@ -276,15 +290,9 @@ impl Limiter {
                 cause: Cause::TableFull,
             },
         };
-        let decision = if class.shadow {
-            Decision::Admit
-        } else {
-            computed
-        };
-        let verdict = Verdict { decision, computed };
         #[cfg(feature = "metrics")]
-        self.observer.record(key, &verdict, now);
-        verdict
+        self.observer.record(key, computed, now);
+        (computed, class.shadow)
     }
 
     /// What [`Limiter::admit`] would answer now, charging nothing.
