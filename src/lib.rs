@@ -32,6 +32,8 @@ mod table;
 
 #[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "ffi")]
+pub mod ffi;
 
 /// The clock crate tollgate uses, re-exported so that `Builder::clock` needs no version match.
 pub use quanta;
