@@ -61,9 +61,6 @@ use crate::identity::{Key, KeyError, RouteClass};
 use crate::limiter::{BuildError, Limiter};
 use crate::profile::{Profile, ProfileError};
 
-#[cfg(test)]
-mod tests;
-
 // ---------------------------------------------------------------------------------------------
 // Result codes.
 
@@ -873,3 +870,6 @@ pub unsafe extern "C" fn tg_error_message(
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
