@@ -96,6 +96,17 @@ pub(crate) struct Short {
 }
 
 impl Limits {
+    /// Caps each bucket's debt at its size. A no-op under unchanged limits (a TAT never runs
+    /// more than `tau` ahead of the clock); after a reload that shrank a bucket it turns what
+    /// is owed beyond the new size into "empty", so tokens carry over clamped to the new capacity.
+    #[inline]
+    pub(crate) fn clamp(self, tats: Tats, now: u64) -> Tats {
+        Tats {
+            burst: tats.burst.min(now + self.burst.tau),
+            sustained: tats.sustained.min(now + self.sustained.tau),
+        }
+    }
+
     /// Charges one token to both buckets, or neither: a request fits only if both have a token.
     /// The wait is the longest of the buckets that are short (a tie names `Sustained`, the one
     /// that will stay short longer once the burst refills).

@@ -118,6 +118,29 @@ impl Digest {
     pub(crate) const NONE: Digest = Digest { hi: 0, lo: 0 };
 }
 
+/// A hasher for maps keyed by [`Digest`]: the digest is already keyed and uniform, so mixing
+/// its halves is enough (no second SipHash on the hot path).
+#[derive(Default, Clone, Copy)]
+pub(crate) struct DigestHasher(u64);
+
+impl Hasher for DigestHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(*b);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = self.0.rotate_left(32) ^ v;
+    }
+}
+
+/// A map keyed by digests.
+pub(crate) type DigestMap<V> =
+    std::collections::HashMap<Digest, V, core::hash::BuildHasherDefault<DigestHasher>>;
+
 /// Hashes keys with the limiter's secret: two independently seeded aHash states make the 128
 /// bits. aHash is keyed and built for hash-flooding resistance, at a few ns for short ids.
 #[derive(Clone)]
@@ -130,6 +153,8 @@ pub(crate) struct KeyHasher {
 
 const TAG_AUTHENTICATED: u8 = 1;
 const TAG_ANONYMOUS: u8 = 2;
+const TAG_TENANT: u8 = 3;
+const TAG_ANONYMOUS_TENANT: u8 = 4;
 
 impl KeyHasher {
     /// Seeds both states from `secret`. The same secret and prefixes give the same digests in
@@ -187,6 +212,21 @@ impl KeyHasher {
             hi: hi.finish(),
             lo: lo.finish() | 1,
         }
+    }
+
+    /// The digest of a tenant as a whole (its capacity counter and its shard), or of the
+    /// anonymous pseudo-tenant for `None`. Never equal to an identity's digest (other tags).
+    #[inline]
+    pub(crate) fn tenant_digest(&self, tenant: Option<&str>) -> Digest {
+        let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
+        match tenant {
+            Some(t) => feed(&mut hi, &mut lo, |h| {
+                h.write_u64(u64::from(TAG_TENANT));
+                h.write(t.as_bytes());
+            }),
+            None => feed(&mut hi, &mut lo, |h| h.write_u64(u64::from(TAG_ANONYMOUS_TENANT))),
+        }
+        Digest { hi: hi.finish(), lo: lo.finish() | 1 }
     }
 
     /// The caller's network as (masked address, prefix length); IPv4-mapped IPv6 addresses

@@ -23,9 +23,13 @@
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
 mod bucket;
+mod capacity;
+mod config;
 mod decision;
 mod identity;
 mod limiter;
+#[cfg(feature = "metrics")]
+pub mod observe;
 mod profile;
 mod sync;
 mod table;
@@ -35,13 +39,24 @@ pub mod client;
 #[cfg(feature = "ffi")]
 pub mod ffi;
 
+/// Internals that the loom models in `loom-tests/` drive directly. Not part of the API.
+#[cfg(all(tollgate_loom, feature = "loom"))]
+#[doc(hidden)]
+pub mod __loom {
+    pub use crate::capacity::ShardCounter;
+}
+
 /// The clock crate tollgate uses, re-exported so that `Builder::clock` needs no version match.
 pub use quanta;
 
 pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision};
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use limiter::{BuildError, Builder, Limiter, Remaining};
+pub use capacity::MAX_SLOTS_PER_WINDOW;
+pub use limiter::{
+    BuildError, Builder, Limiter, PublishedBucket, PublishedCapacity, PublishedClass,
+    PublishedLimits, PublishedRoute, Remaining, Verdict,
+};
 pub use profile::{
     Anonymous, BucketLimit, Capacity, Catalog, CatalogCode, ErrorBudget, Identities, Mode,
     OrderedMap, Period, Prefix, Profile, ProfileError, Ratio, RetryAfterPolicy, Route,

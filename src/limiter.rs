@@ -1,4 +1,4 @@
-//! The limiter: profile, clock, key secret and table put together behind `admit`.
+//! The limiter: profile, clock, key secret, table and shared capacity behind `admit`.
 
 use core::fmt;
 use core::time::Duration;
@@ -6,12 +6,16 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use parking_lot::RwLock;
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use serde::Serialize;
 
-use crate::bucket::{Limits, Rate, Tats};
+use crate::bucket::{Limits, Tats};
+use crate::capacity::{self, ShardCounter};
+use crate::config::{CapacityConfig, ClassConfig, Config};
 use crate::decision::{Cause, Decision};
-use crate::identity::{Key, KeyHasher, RouteClass};
-use crate::profile::{Profile, RouteClassLimits};
+use crate::identity::{Digest, Key, KeyHasher, RouteClass};
+use crate::profile::{Catalog, Mode, Period, Profile, ProfileError};
 use crate::table::{Apply, Table, TAT_BITS};
 
 /// The clock stops here (34 years after the limiter was built) so that a TAT, at most one
@@ -41,13 +45,48 @@ const MAX_NOW: u64 = (1 << TAT_BITS) - (1 << 56);
 /// ```
 pub struct Limiter {
     table: Table,
-    /// Indexed by `RouteClass`.
-    limits: Box<[Limits]>,
+    /// Swapped whole by `reload`; `admit` reads one snapshot.
+    config: ArcSwap<Config>,
+    /// Shard counters; replaced on reload only if the shard count or window changes.
+    shards: ArcSwap<ShardSet>,
     hasher: KeyHasher,
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
     epoch: u64,
-    profile: RwLock<Arc<Profile>>,
+    /// Serialises reloads (never taken by `admit`).
+    reload_lock: Mutex<()>,
+    #[cfg(feature = "metrics")]
+    observer: crate::observe::Observer,
+}
+
+/// The shard counters of one (shards, window) shape.
+pub(crate) struct ShardSet {
+    shape: (u32, u64),
+    counters: Box<[ShardCounter]>,
+}
+
+impl ShardSet {
+    fn for_config(c: &Config) -> ShardSet {
+        let shape = c.capacity.as_ref().map_or((0, 0), |c| (c.shards, c.window_ns));
+        ShardSet { shape, counters: (0..shape.0).map(|_| ShardCounter::new()).collect() }
+    }
+}
+
+/// What `admit` decided and what the profile computed: they differ only in shadow mode, where
+/// every request is admitted and the refusal it would have had is reported instead.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Verdict {
+    /// What the caller gets.
+    pub decision: Decision,
+    /// What the profile says: in enforce mode the same as `decision`.
+    pub computed: Decision,
+}
+
+impl Verdict {
+    /// True when a refusal was not enforced (shadow mode).
+    pub fn is_shadowed(&self) -> bool {
+        self.decision != self.computed
+    }
 }
 
 /// One caller's tokens left, per bucket.
@@ -64,6 +103,8 @@ pub struct Builder {
     profile: Profile,
     clock: Option<quanta::Clock>,
     secret: Option<Vec<u8>>,
+    #[cfg(feature = "metrics")]
+    observe: crate::observe::Options,
 }
 
 /// Why a limiter could not be built.
@@ -106,6 +147,26 @@ impl Builder {
         self
     }
 
+    /// Counts decisions per listed tenant too (`tollgate_tenant_decisions_total{tenant}`; the
+    /// profile's `shared_capacity.tenants`, every other tenant as `other`). Off by default:
+    /// operators opt in to tell one tenant's retry storm from real growth.
+    #[cfg(feature = "metrics")]
+    pub fn per_tenant_metrics(mut self, on: bool) -> Self {
+        self.observe.per_tenant = on;
+        self
+    }
+
+    /// Called when the share of capacity refusals crosses `error_budget.capacity_rejections`
+    /// (and again when it falls back), besides the gauge and the `tracing` warning.
+    #[cfg(feature = "metrics")]
+    pub fn on_error_budget(
+        mut self,
+        callback: impl Fn(&crate::observe::BudgetAlert) + Send + Sync + 'static,
+    ) -> Self {
+        self.observe.callback = Some(Arc::new(callback));
+        self
+    }
+
     /// Allocates the table and starts the clock.
     pub fn build(self) -> Result<Limiter, BuildError> {
         let secret = match self.secret {
@@ -117,41 +178,30 @@ impl Builder {
         let bytes = capacity.saturating_mul(64);
         // Ask first, so that a capacity the machine cannot hold is an error, not an abort.
         let mut probe: Vec<u8> = Vec::new();
-        probe
-            .try_reserve_exact(bytes)
-            .map_err(|_| BuildError::OutOfMemory { bytes })?;
+        probe.try_reserve_exact(bytes).map_err(|_| BuildError::OutOfMemory { bytes })?;
         drop(probe);
         let clock = self.clock.unwrap_or_default();
         let anon = self.profile.anonymous;
+        let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.0, anon.ipv6_prefix.0);
+        let config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
         Ok(Limiter {
             table: Table::new(capacity),
-            limits: self
-                .profile
-                .route_classes
-                .iter()
-                .map(|(_, l)| limits(l))
-                .collect(),
-            hasher: KeyHasher::new(&secret, anon.ipv4_prefix.0, anon.ipv6_prefix.0),
+            shards: ArcSwap::from_pointee(ShardSet::for_config(&config)),
+            #[cfg(feature = "metrics")]
+            observer: crate::observe::Observer::new(self.observe, &config),
+            config: ArcSwap::from_pointee(config),
+            hasher,
             epoch: clock.raw(),
             clock,
-            profile: RwLock::new(Arc::new(self.profile)),
+            reload_lock: Mutex::new(()),
         })
-    }
-}
-
-fn limits(l: &RouteClassLimits) -> Limits {
-    Limits {
-        burst: Rate::new(l.burst.tokens.0, l.burst.per.as_nanos()),
-        sustained: Rate::new(l.sustained.tokens.0, l.sustained.per.as_nanos()),
     }
 }
 
 /// 32 bytes from the OS-seeded hasher of the standard library.
 fn random_secret() -> Vec<u8> {
     let s = RandomState::new();
-    (0..4u64)
-        .flat_map(|i| s.hash_one(i).to_le_bytes())
-        .collect()
+    (0..4u64).flat_map(|i| s.hash_one(i).to_le_bytes()).collect()
 }
 
 impl Limiter {
@@ -161,68 +211,169 @@ impl Limiter {
             profile,
             clock: None,
             secret: None,
+            #[cfg(feature = "metrics")]
+            observe: Default::default(),
         }
     }
 
-    /// The handle of a route class of the profile, or `None` if it has no such class.
+    /// The handle of a route class, or `None` if the profile has no such class. Handles stay
+    /// valid across reloads (a reload cannot remove a class).
     pub fn route_class(&self, name: &str) -> Option<RouteClass> {
-        self.profile
-            .read()
-            .route_classes
-            .position(name)
-            .map(|i| RouteClass(i as u32))
+        let cfg = self.config.load();
+        cfg.classes.iter().position(|c| &*c.name == name).map(|i| RouteClass(i as u32))
     }
 
-    /// Decides one request, and charges it if admitted: both of the caller's buckets lose a
-    /// token in one atomic step, or neither does.
+    /// Decides one request and charges it if admitted: a token from each of the caller's two
+    /// buckets and a slot of its shard, all or nothing.
     ///
     /// # Panics
     /// If `key`'s route class came from another limiter with more classes.
     #[inline]
     pub fn admit(&self, key: &Key<'_>) -> Decision {
+        self.evaluate(key).decision
+    }
+
+    /// [`Limiter::admit`], also telling what the profile computed when shadow mode let a
+    /// refused request through.
+    #[inline]
+    pub fn evaluate(&self, key: &Key<'_>) -> Verdict {
         // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let raw = self.clock.raw();
-        let limits = self.limits(key.class);
+        let cfg = self.config.load();
+        let class = class_of(&cfg, key.class);
+        let limits = class.limits;
         let digest = self.hasher.digest(key);
         let now = self.nanos_since_epoch(raw);
-        let answer = self
-            .table
-            .update(digest, now, |tats| match limits.charge(tats, now) {
+        let charged = self.table.update(digest, now, |tats| {
+            let tats_now = limits.clamp(tats, now);
+            match limits.charge(tats_now, now) {
                 Ok(next) => Apply::Write(next, Decision::Admit),
-                Err(short) => Apply::Keep(Decision::Throttle {
-                    retry_after: Duration::from_nanos(short.wait),
-                    bucket: short.bucket,
-                }),
-            });
-        // No slot: fail closed. No wait is given, since when a slot frees depends on other
-        // callers' buckets.
-        answer.unwrap_or(Decision::Unavailable {
-            retry_after: None,
-            cause: Cause::TableFull,
-        })
+                Err(short) => {
+                    let throttle = Decision::Throttle {
+                        retry_after: Duration::from_nanos(short.wait),
+                        bucket: short.bucket,
+                    };
+                    // Nothing is charged; only a debt beyond a reloaded, smaller bucket is
+                    // written down as the clamp (never under unchanged limits).
+                    if tats_now == tats {
+                        Apply::Keep(throttle)
+                    } else {
+                        Apply::Write(tats_now, throttle)
+                    }
+                }
+            }
+        });
+        let computed = match charged {
+            Ok(Decision::Admit) => match &cfg.capacity {
+                None => Decision::Admit,
+                Some(cap) => match self.take_capacity(cap, key, now) {
+                    Ok(()) => Decision::Admit,
+                    Err(refused) => {
+                        self.refund(digest, limits, now);
+                        refused
+                    }
+                },
+            },
+            Ok(throttle) => throttle,
+            // No slot: fail closed. No wait is given, since when a slot frees depends on other
+            // callers' buckets.
+            Err(_) => Decision::Unavailable { retry_after: None, cause: Cause::TableFull },
+        };
+        let decision = if class.shadow { Decision::Admit } else { computed };
+        let verdict = Verdict { decision, computed };
+        #[cfg(feature = "metrics")]
+        self.observer.record(&cfg, key, &verdict, now);
+        verdict
     }
 
     /// What [`Limiter::admit`] would answer now, charging nothing.
     pub fn peek(&self, key: &Key<'_>) -> Decision {
-        let limits = self.limits(key.class);
+        let cfg = self.config.load();
+        let class = class_of(&cfg, key.class);
         let now = self.now();
-        let tats = self
-            .table
-            .peek(self.hasher.digest(key), now)
-            .unwrap_or(Tats::full(now));
-        match limits.charge(tats, now) {
-            Ok(_) => Decision::Admit,
+        let tats = self.table.peek(self.hasher.digest(key), now).unwrap_or(Tats::full(now));
+        let computed = match class.limits.charge(class.limits.clamp(tats, now), now) {
             Err(short) => Decision::Throttle {
                 retry_after: Duration::from_nanos(short.wait),
                 bucket: short.bucket,
             },
+            Ok(_) => match &cfg.capacity {
+                None => Decision::Admit,
+                Some(cap) => self.capacity_left(cap, key, now).err().unwrap_or(Decision::Admit),
+            },
+        };
+        if class.shadow {
+            Decision::Admit
+        } else {
+            computed
+        }
+    }
+
+    /// Swaps in a new profile without losing any bucket state. The new limits apply from the
+    /// next decision; what carries over is each bucket's time to refill, capped at the new
+    /// bucket's size ("clamp to the new capacity": a full bucket stays full, one that owed more
+    /// than the new bucket holds is empty, and refills at the new rate). Shard counts in the current window carry
+    /// over unless the number of shards or the window changes.
+    ///
+    /// Refused, with the old profile left in force: a profile that drops a route class (callers
+    /// may hold its handle), changes `identities.capacity` (the table is allocated once: build a
+    /// new limiter) or changes the anonymous prefixes (they are part of anonymous identities).
+    pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
+        let _one_at_a_time = self.reload_lock.lock();
+        let new = self.config.load().reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
+        let shape = new.capacity.as_ref().map_or((0, 0), |c| (c.shards, c.window_ns));
+        if self.shards.load().shape != shape {
+            self.shards.store(Arc::new(ShardSet::for_config(&new)));
+        }
+        #[cfg(feature = "metrics")]
+        self.observer.reload(&new);
+        self.config.store(Arc::new(new));
+        Ok(())
+    }
+
+    /// The effective limits as a discovery document (serve it as JSON, e.g. at
+    /// `/.well-known/rate-limits`): per route class its buckets and mode, the Retry-After cap,
+    /// the catalog, and the capacity window. No tenant names and no usage figures.
+    pub fn published_limits(&self) -> PublishedLimits {
+        let cfg = self.config.load();
+        let p = &cfg.profile;
+        PublishedLimits {
+            profile: p.name.clone(),
+            mode: p.mode,
+            route_classes: cfg
+                .classes
+                .iter()
+                .map(|c| {
+                    let l = p.route_class(&c.name).expect("config follows profile");
+                    PublishedClass {
+                        name: c.name.to_string(),
+                        mode: if c.shadow { Mode::Shadow } else { Mode::Enforce },
+                        burst: PublishedBucket { tokens: l.burst.tokens.0, per: l.burst.per },
+                        sustained: PublishedBucket {
+                            tokens: l.sustained.tokens.0,
+                            per: l.sustained.per,
+                        },
+                        routes: p
+                            .routes
+                            .iter()
+                            .filter(|r| r.class == *c.name)
+                            .map(|r| PublishedRoute { method: r.method.clone(), path: r.path.clone() })
+                            .collect(),
+                    }
+                })
+                .collect(),
+            retry_after_max: p.retry_after.max,
+            catalog: p.catalog.clone(),
+            shared_capacity: p.shared_capacity.as_ref().map(|s| PublishedCapacity { window: s.window }),
         }
     }
 
     /// Bytes held by the limiter: the table (64 bytes a slot) and its bookkeeping.
     pub fn memory_bytes(&self) -> usize {
+        let cfg = self.config.load();
         core::mem::size_of::<Self>() + self.table.memory_bytes() - core::mem::size_of::<Table>()
-            + core::mem::size_of_val(&*self.limits)
+            + core::mem::size_of_val(&*cfg.classes)
+            + self.shards.load().counters.len() * core::mem::size_of::<ShardCounter>()
     }
 
     /// Identity slots in the table.
@@ -230,32 +381,93 @@ impl Limiter {
         self.table.capacity()
     }
 
-    /// The profile in force (a snapshot: a reload does not change what it points to).
+    /// The profile in force (a snapshot: a later reload does not change it).
     pub fn profile(&self) -> Arc<Profile> {
-        self.profile.read().clone()
+        self.config.load().profile.clone()
     }
 
     /// The caller's own tokens left in each bucket, charging nothing (for the `RateLimit`
     /// header, when the profile opts in to exposing it).
     pub fn remaining(&self, key: &Key<'_>) -> Remaining {
-        let limits = self.limits(key.class);
+        let cfg = self.config.load();
+        let limits = class_of(&cfg, key.class).limits;
         let now = self.now();
-        let tats = self
-            .table
-            .peek(self.hasher.digest(key), now)
-            .unwrap_or(Tats::full(now));
+        let tats = self.table.peek(self.hasher.digest(key), now).unwrap_or(Tats::full(now));
+        let tats = limits.clamp(tats, now);
         Remaining {
             burst: limits.burst.remaining(tats.burst, now),
             sustained: limits.sustained.remaining(tats.sustained, now),
         }
     }
 
+    /// The tenant's capacity counter, shard and cap.
     #[inline]
-    fn limits(&self, class: RouteClass) -> Limits {
-        match self.limits.get(class.0 as usize) {
-            Some(l) => *l,
-            None => panic!("route class {} does not belong to this limiter", class.0),
+    fn tenant_of(&self, cap: &CapacityConfig, key: &Key<'_>) -> (Digest, usize, u64) {
+        let tenant = self.hasher.tenant_digest(key.tenant());
+        let (pinned, limit) = match key.tenant() {
+            Some(_) => cap.listed.get(&tenant).copied().unwrap_or((None, cap.default_cap)),
+            None => (None, cap.default_cap),
+        };
+        // A keyed hash of the tenant (its digest's high half, range-reduced) unless pinned.
+        let shard = pinned
+            .unwrap_or_else(|| ((u128::from(tenant.hi) * u128::from(cap.shards)) >> 64) as u32);
+        (tenant, shard as usize, limit)
+    }
+
+    /// Takes a tenant slot and a shard slot, or neither.
+    #[inline]
+    fn take_capacity(&self, cap: &CapacityConfig, key: &Key<'_>, now: u64) -> Result<(), Decision> {
+        let (tenant, shard, limit) = self.tenant_of(cap, key);
+        let (window, end) = capacity::window(now, cap.window_ns);
+        let next_window = Some(Duration::from_nanos(end - now));
+        // The tenant first: a tenant over its share never touches the shard's count, so it
+        // cannot crowd out its neighbours even for an instant.
+        let counted = match capacity::take_tenant(&self.table, tenant, now, (end, cap.window_ns), limit) {
+            Ok(counted) => counted,
+            Err(cause) => {
+                let retry_after = if cause == Cause::TableFull { None } else { next_window };
+                return Err(Decision::Unavailable { retry_after, cause });
+            }
+        };
+        let shards = self.shards.load();
+        match shards.counters.get(shard) {
+            Some(counter) if counter.take(window, cap.slots_per_window) => Ok(()),
+            _ => {
+                capacity::give_back_tenant(&self.table, tenant, now, counted);
+                Err(Decision::Unavailable { retry_after: next_window, cause: Cause::ShardFull })
+            }
         }
+    }
+
+    /// `take_capacity` without taking: the refusal `admit` would give, if any.
+    fn capacity_left(&self, cap: &CapacityConfig, key: &Key<'_>, now: u64) -> Result<(), Decision> {
+        let (tenant, shard, limit) = self.tenant_of(cap, key);
+        let (window, end) = capacity::window(now, cap.window_ns);
+        let retry_after = Some(Duration::from_nanos(end - now));
+        if capacity::tenant_held(&self.table, tenant, now, end, cap.window_ns) >= limit {
+            return Err(Decision::Unavailable { retry_after, cause: Cause::TenantShare });
+        }
+        let shards = self.shards.load();
+        match shards.counters.get(shard) {
+            Some(c) if c.used(window) < cap.slots_per_window => Ok(()),
+            _ => Err(Decision::Unavailable { retry_after, cause: Cause::ShardFull }),
+        }
+    }
+
+    /// Gives back the token `admit` took when capacity then refused. Exact: a charge moves each
+    /// TAT to `max(tat, now) + t` and this moves it back by `t`; charges by other requests in
+    /// between commute with it.
+    #[cold]
+    fn refund(&self, digest: Digest, limits: Limits, now: u64) {
+        let _ = self.table.update(digest, now, |t| {
+            Apply::Write(
+                Tats {
+                    burst: t.burst.saturating_sub(limits.burst.t),
+                    sustained: t.sustained.saturating_sub(limits.sustained.t),
+                },
+                (),
+            )
+        });
     }
 
     /// Nanoseconds since the limiter was built, on its own monotonic clock.
@@ -270,11 +482,77 @@ impl Limiter {
     }
 }
 
+#[inline]
+fn class_of(cfg: &Config, class: RouteClass) -> &ClassConfig {
+    match cfg.classes.get(class.0 as usize) {
+        Some(c) => c,
+        None => panic!("route class {} does not belong to this limiter", class.0),
+    }
+}
+
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
-            .field("profile", &self.profile.read().name)
+            .field("profile", &self.config.load().profile.name)
             .field("capacity", &self.table.capacity())
             .finish_non_exhaustive()
     }
+}
+
+/// The discovery document: the effective limits, safe to show to anyone.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PublishedLimits {
+    /// The profile's name.
+    pub profile: String,
+    /// The profile's default mode.
+    pub mode: Mode,
+    /// Every route class, in handle order.
+    pub route_classes: Vec<PublishedClass>,
+    /// The cap on Retry-After.
+    pub retry_after_max: Period,
+    /// The catalog codes and problem types callers may see.
+    pub catalog: Catalog,
+    /// The shared-capacity window, if there is shared capacity (no usage, no tenants).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shared_capacity: Option<PublishedCapacity>,
+}
+
+/// One route class in the discovery document.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PublishedClass {
+    /// The class name.
+    pub name: String,
+    /// Whether refusals are enforced.
+    pub mode: Mode,
+    /// The burst bucket.
+    pub burst: PublishedBucket,
+    /// The sustained bucket.
+    pub sustained: PublishedBucket,
+    /// The routes of the profile that map to this class.
+    pub routes: Vec<PublishedRoute>,
+}
+
+/// A bucket in the discovery document.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PublishedBucket {
+    /// Capacity and refill per period.
+    pub tokens: u64,
+    /// The period.
+    pub per: Period,
+}
+
+/// A route in the discovery document.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct PublishedRoute {
+    /// HTTP method or `*`.
+    pub method: String,
+    /// Path glob.
+    pub path: String,
+}
+
+/// Shared capacity in the discovery document: only its window.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct PublishedCapacity {
+    /// Capacity refusals end at the next window boundary.
+    pub window: Period,
 }

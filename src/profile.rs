@@ -542,6 +542,11 @@ pub struct ProfileError {
 }
 
 impl ProfileError {
+    /// A whole-profile refusal (on reload) with no position.
+    pub(crate) fn refused(message: String) -> Self {
+        ProfileError { message, line: None, column: None }
+    }
+
     fn at(message: String, pos: Option<(usize, usize)>) -> Self {
         ProfileError {
             message,
@@ -670,6 +675,17 @@ impl Profile {
             }
         }
         if let Some(sc) = &self.shared_capacity {
+            if sc.slots_per_window.0 > crate::capacity::MAX_SLOTS_PER_WINDOW {
+                return err(
+                    format!(
+                        "shared_capacity.slots_per_window: invalid value {}, expected at most {}",
+                        sc.slots_per_window.0,
+                        crate::capacity::MAX_SLOTS_PER_WINDOW
+                    ),
+                    "slots_per_window",
+                    &sc.slots_per_window.0.to_string(),
+                );
+            }
             for (name, t) in sc.tenants.iter() {
                 if let Some(s) = t.shard.filter(|&s| s >= sc.shards.0) {
                     return err(
