@@ -86,8 +86,8 @@ enum tg_result
      */
     TG_RESULT_INVALID_PROFILE = 7200,
     /**
-     * The profile is valid but cannot replace the one in force (it removes a route class or
-     * changes `identities.capacity`); the old profile stays in force.
+     * The profile is valid but cannot replace the one in force (it removes a route class, or
+     * changes `identities.capacity` or the anonymous prefixes); the old profile stays in force.
      */
     TG_RESULT_RELOAD_REFUSED = 7201,
     /**
@@ -360,8 +360,9 @@ tg_result tg_admit_anonymous(const struct tg_limiter *limiter,
  * Replaces the limiter's profile with a new YAML one, keeping every caller's state. It may run
  * while other threads admit: each decision uses the old limits or the new ones. Refused, with
  * the old profile left in force, when the new one is invalid (`TG_RESULT_INVALID_PROFILE`) or
- * removes a route class or changes `identities.capacity` (`TG_RESULT_RELOAD_REFUSED`). Class
- * numbers from `tg_route_class` stay valid.
+ * removes a route class, or changes `identities.capacity` or the `anonymous` prefixes
+ * (`TG_RESULT_RELOAD_REFUSED`). Class numbers from `tg_route_class` stay valid; a class the new
+ * profile adds gets the next number. Each bucket keeps its state, clamped to the new size.
  *
  * # Safety
  * `limiter` is NULL or a live limiter; `yaml` is valid for reads of `len` bytes.

@@ -96,8 +96,8 @@ pub enum tg_result {
     // 7200-7299: profiles.
     /// The profile did not parse or did not validate.
     InvalidProfile = 7200,
-    /// The profile is valid but cannot replace the one in force (it removes a route class or
-    /// changes `identities.capacity`); the old profile stays in force.
+    /// The profile is valid but cannot replace the one in force (it removes a route class, or
+    /// changes `identities.capacity` or the anonymous prefixes); the old profile stays in force.
     ReloadRefused = 7201,
 
     // 7300-7399: resources.
@@ -153,7 +153,8 @@ impl tg_result {
             tg_result::UnknownRouteClass => "no such route class in this limiter's profile",
             tg_result::InvalidProfile => "the profile is invalid",
             tg_result::ReloadRefused => {
-                "the profile removes a route class or changes identities.capacity"
+                "the profile cannot replace the one in force (a route class removed, or the \
+                 capacity or anonymous prefixes changed)"
             }
             tg_result::OutOfMemory => "cannot allocate the identity table",
             tg_result::Panic => "tollgate panicked: this is a bug, please report it",
@@ -586,19 +587,14 @@ fn out_arg<T>(ptr: *mut T) -> Result<*mut T, tg_result> {
 // ---------------------------------------------------------------------------------------------
 // Reload.
 
-/// Applies `profile` to the limiter. `Limiter::reload` keeps state, swaps limits atomically and
-/// refuses a profile that removes a route class or changes `identities.capacity`.
+/// Applies `profile` to the limiter: `Limiter::reload` keeps every bucket's state, swaps the
+/// limits atomically, and refuses (`ReloadRefused`) a profile that removes a route class or
+/// changes `identities.capacity` or the anonymous prefixes. The profile has already been
+/// validated, so a refusal is the only error.
 fn reload_limiter(limiter: &Limiter, profile: Profile) -> Result<(), Detail> {
-    // Until `Limiter::reload(&self, Profile) -> Result<(), ProfileError>` is merged from the
-    // core, every reload is refused; the body then becomes:
-    // `limiter.reload(profile).map_err(|e| Detail::profile(tg_result::ReloadRefused, &e))`
-    let _ = (limiter, profile);
-    Err(Detail {
-        code: tg_result::ReloadRefused,
-        message: "reload is not available in this build of tollgate".to_owned(),
-        line: None,
-        column: None,
-    })
+    limiter
+        .reload(profile)
+        .map_err(|e| Detail::profile(tg_result::ReloadRefused, &e))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -786,8 +782,9 @@ pub unsafe extern "C" fn tg_admit_anonymous(
 /// Replaces the limiter's profile with a new YAML one, keeping every caller's state. It may run
 /// while other threads admit: each decision uses the old limits or the new ones. Refused, with
 /// the old profile left in force, when the new one is invalid (`TG_RESULT_INVALID_PROFILE`) or
-/// removes a route class or changes `identities.capacity` (`TG_RESULT_RELOAD_REFUSED`). Class
-/// numbers from `tg_route_class` stay valid.
+/// removes a route class, or changes `identities.capacity` or the `anonymous` prefixes
+/// (`TG_RESULT_RELOAD_REFUSED`). Class numbers from `tg_route_class` stay valid; a class the new
+/// profile adds gets the next number. Each bucket keeps its state, clamped to the new size.
 ///
 /// # Safety
 /// `limiter` is NULL or a live limiter; `yaml` is valid for reads of `len` bytes.

@@ -98,7 +98,11 @@ fn c_program_linked_dynamically() {
             "-lpthread",
         ],
     );
-    check_output(&run(&mut Command::new(exe)));
+    // cargo's own LD_LIBRARY_PATH for tests may name `<target>/<profile>/` first, where an
+    // older `cargo build` left another libtollgate.so; it would win over the rpath.
+    check_output(&run(Command::new(exe)
+        .env("LD_LIBRARY_PATH", &lib)
+        .env("DYLD_LIBRARY_PATH", &lib)));
 }
 
 #[test]

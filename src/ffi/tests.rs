@@ -550,3 +550,113 @@ fn decision_layout_is_what_bindings_assume() {
     assert_eq!(core::mem::size_of::<tg_result>(), 4);
     assert_eq!(core::mem::size_of::<tg_decision_kind>(), 4);
 }
+
+fn reload(l: &Owned, yaml: &str) -> Result<(), (tg_result, String)> {
+    let mut err = tg_profile_error::from_detail(&Detail::from(tg_result::Ok));
+    // SAFETY: 1. `l.0` is live. 2. `yaml` is valid for its length. 3. `err` is a valid place.
+    match unsafe { tg_limiter_reload_err(l.0, yaml.as_ptr().cast(), yaml.len(), &mut err) } {
+        tg_result::Ok => Ok(()),
+        r => Err((r, message(&err))),
+    }
+}
+
+#[test]
+fn reload_keeps_state_and_class_numbers_and_old_codes() {
+    let l = limiter();
+    let write = class(&l, "write").unwrap();
+    for _ in 0..2 {
+        assert_eq!(
+            admit(&l, b"acme", b"alice", write).unwrap().kind,
+            tg_decision_kind::Admit
+        );
+    }
+    let before = admit(&l, b"acme", b"alice", write).unwrap();
+    assert_eq!(code(&before), "slow_down");
+
+    // Classes reordered, one added, burst raised to 5, another throttle code.
+    let next = "\
+name: ffi
+identities: { capacity: 256 }
+route_classes:
+  search:
+    burst:     { tokens: 1, per: 1s }
+    sustained: { tokens: 10, per: 1h }
+  read:
+    burst:     { tokens: 50, per: 1s }
+    sustained: { tokens: 6000, per: 1h }
+  write:
+    burst:     { tokens: 5,  per: 1s }
+    sustained: { tokens: 100, per: 1h }
+catalog:
+  throttled: { code: try_later }
+";
+    reload(&l, next).unwrap();
+    assert_eq!(class(&l, "write"), Ok(write));
+    assert_eq!(class(&l, "read"), Ok(1));
+    let search = class(&l, "search").unwrap();
+    assert_eq!(search, 2, "a new class gets the next number");
+    // State is kept as time to refill: alice's burst is still empty, but refills at the new
+    // rate (a token per 200 ms); a fresh caller gets the new burst of 5.
+    let alice = admit(&l, b"acme", b"alice", write).unwrap();
+    assert_eq!(alice.kind, tg_decision_kind::Throttle);
+    assert!(
+        (1..=200).contains(&alice.retry_after_ms),
+        "{}",
+        alice.retry_after_ms
+    );
+    let admitted = (0..6)
+        .map(|_| admit(&l, b"acme", b"bob", write).unwrap())
+        .filter(|d| d.kind == tg_decision_kind::Admit)
+        .count();
+    assert_eq!(admitted, 5);
+    let after = admit(&l, b"acme", b"alice", write).unwrap();
+    assert_eq!(code(&after), "try_later");
+    assert_eq!(code(&before), "slow_down", "old code pointers stay valid");
+    assert_eq!(
+        admit(&l, b"acme", b"alice", search).unwrap().kind,
+        tg_decision_kind::Admit
+    );
+    assert_eq!(
+        admit(&l, b"acme", b"alice", search).unwrap().kind,
+        tg_decision_kind::Throttle
+    );
+    assert_eq!(
+        admit(&l, b"acme", b"alice", 3),
+        Err(tg_result::UnknownRouteClass)
+    );
+
+    // Reloading the same catalogs again interns nothing new.
+    // SAFETY: 1. `l.0` is live and only shared here.
+    let handle = unsafe { tg_limiter::borrow(l.0) }.unwrap();
+    let interned = handle.interned.lock().unwrap().len();
+    reload(&l, &next.replace("try_later", "slow_down")).unwrap();
+    reload(&l, next).unwrap();
+    assert_eq!(handle.interned.lock().unwrap().len(), interned);
+}
+
+#[test]
+fn reload_refusals_leave_the_profile_in_force() {
+    let l = limiter();
+    let without_read = "name: ffi\nidentities: { capacity: 256 }\nroute_classes:\n  write:\n    burst: { tokens: 2, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n";
+    let (r, msg) = reload(&l, without_read).unwrap_err();
+    assert_eq!(r, tg_result::ReloadRefused);
+    assert!(msg.contains("route_classes.read"), "{msg}");
+    let bigger = PROFILE.replace("capacity: 256", "capacity: 512");
+    let (r, msg) = reload(&l, &bigger).unwrap_err();
+    assert_eq!(r, tg_result::ReloadRefused);
+    assert!(msg.contains("identities.capacity"), "{msg}");
+    let prefixes = format!("{PROFILE}anonymous: {{ ipv4_prefix: 16, ipv6_prefix: 48 }}\n");
+    assert_eq!(
+        reload(&l, &prefixes).unwrap_err().0,
+        tg_result::ReloadRefused
+    );
+    let (r, msg) = reload(&l, "name: [").unwrap_err();
+    assert_eq!(r, tg_result::InvalidProfile);
+    assert!(!msg.is_empty());
+    // Still the first profile: read is there, and the throttle code is the old one.
+    assert_eq!(class(&l, "read"), Ok(1));
+    for _ in 0..2 {
+        admit(&l, b"t", b"p", 0).unwrap();
+    }
+    assert_eq!(code(&admit(&l, b"t", b"p", 0).unwrap()), "slow_down");
+}

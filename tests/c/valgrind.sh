@@ -25,4 +25,5 @@ cc -std=c11 -g -O0 -Wall -Wextra -Werror -pedantic -Iinclude tests/c/tollgate_te
     -L"$libdir" -ltollgate -Wl,-rpath,"$libdir" -lpthread -o "$out"
 
 echo "+ valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite $out"
-valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite "$out"
+LD_LIBRARY_PATH="$libdir" \
+    valgrind --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite "$out"
