@@ -27,7 +27,7 @@ impl Drop for Owned {
     }
 }
 
-fn new(yaml: &str) -> Result<Owned, (tg_result, tg_profile_error)> {
+fn new(yaml: &str) -> Result<Owned, (tg_result, Box<tg_profile_error>)> {
     let mut out = null_mut();
     let mut err = tg_profile_error::from_detail(&Detail::from(tg_result::Ok));
     // SAFETY: 1. `yaml` is valid for its length. 2. `err` and `out` are valid places.
@@ -40,7 +40,7 @@ fn new(yaml: &str) -> Result<Owned, (tg_result, tg_profile_error)> {
         }
         r => {
             assert!(out.is_null(), "nothing is written to `out` on failure");
-            Err((r, err))
+            Err((r, Box::new(err)))
         }
     }
 }
