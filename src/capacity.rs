@@ -72,7 +72,10 @@ impl ShardCounter {
                 return false;
             }
             let next = id << COUNT_BITS | (used + 1);
-            match self.0.compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed) {
+            match self
+                .0
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
                 Ok(_) => return true,
                 Err(actual) => cur = actual,
             }
@@ -101,8 +104,16 @@ pub(crate) fn window(now: u64, window_ns: u64) -> (u64, u64) {
 }
 
 /// Slots the tenant holds in the window ending at `window_end` (for `peek`).
-pub(crate) fn tenant_held(table: &Table, tenant: Digest, now: u64, window_end: u64, window_ns: u64) -> u64 {
-    table.peek(tenant, now).map_or(0, |t| tenant_window(t, window_end, window_ns).1)
+pub(crate) fn tenant_held(
+    table: &Table,
+    tenant: Digest,
+    now: u64,
+    window_end: u64,
+    window_ns: u64,
+) -> u64 {
+    table
+        .peek(tenant, now)
+        .map_or(0, |t| tenant_window(t, window_end, window_ns).1)
 }
 
 /// Takes one of the tenant's slots unless it holds `cap`; returns the end of the window it was
@@ -119,7 +130,13 @@ pub(crate) fn take_tenant(
         if used >= cap {
             Apply::Keep(None)
         } else {
-            Apply::Write(Tats { burst: end, sustained: used + 1 }, Some(end))
+            Apply::Write(
+                Tats {
+                    burst: end,
+                    sustained: used + 1,
+                },
+                Some(end),
+            )
         }
     });
     match taken {
@@ -133,7 +150,13 @@ pub(crate) fn take_tenant(
 pub(crate) fn give_back_tenant(table: &Table, tenant: Digest, now: u64, counted_end: u64) {
     let _ = table.update(tenant, now, |t| {
         if t.burst == counted_end && t.sustained > 0 {
-            Apply::Write(Tats { burst: counted_end, sustained: t.sustained - 1 }, ())
+            Apply::Write(
+                Tats {
+                    burst: counted_end,
+                    sustained: t.sustained - 1,
+                },
+                (),
+            )
         } else {
             Apply::Keep(())
         }
@@ -159,10 +182,25 @@ mod tests {
 
     #[test]
     fn tenant_windows_move_forward_on_their_grid() {
-        let t = |end, n| Tats { burst: end, sustained: n };
+        let t = |end, n| Tats {
+            burst: end,
+            sustained: n,
+        };
         assert_eq!(tenant_window(t(2_000, 3), 2_000, 1_000), (2_000, 3));
-        assert_eq!(tenant_window(t(3_000, 3), 2_000, 1_000), (3_000, 3), "late request");
-        assert_eq!(tenant_window(t(1_000, 3), 2_000, 1_000), (2_000, 0), "window over");
-        assert_eq!(tenant_window(t(2_500, 3), 2_000, 1_000), (2_000, 0), "other grid");
+        assert_eq!(
+            tenant_window(t(3_000, 3), 2_000, 1_000),
+            (3_000, 3),
+            "late request"
+        );
+        assert_eq!(
+            tenant_window(t(1_000, 3), 2_000, 1_000),
+            (2_000, 0),
+            "window over"
+        );
+        assert_eq!(
+            tenant_window(t(2_500, 3), 2_000, 1_000),
+            (2_000, 0),
+            "other grid"
+        );
     }
 }

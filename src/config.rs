@@ -59,7 +59,11 @@ pub(crate) fn limits(l: &RouteClassLimits) -> Limits {
 impl Config {
     /// The configuration of a new limiter: classes in profile order.
     pub(crate) fn new(profile: Profile, tenant_digest: impl Fn(&str) -> Digest) -> Config {
-        let order: Vec<String> = profile.route_classes.iter().map(|(k, _)| k.to_owned()).collect();
+        let order: Vec<String> = profile
+            .route_classes
+            .iter()
+            .map(|(k, _)| k.to_owned())
+            .collect();
         Config::with_order(profile, &order, tenant_digest)
     }
 
@@ -86,7 +90,10 @@ impl Config {
             ));
         }
         let mut order: Vec<String> = self.classes.iter().map(|c| c.name.to_string()).collect();
-        if let Some(gone) = order.iter().find(|n| profile.route_classes.get(n).is_none()) {
+        if let Some(gone) = order
+            .iter()
+            .find(|n| profile.route_classes.get(n).is_none())
+        {
             return Err(ProfileError::refused(format!(
                 "route_classes.{gone}: the class is missing from the new profile; removing a \
                  route class on reload is refused (handles to it may be in use)"
@@ -100,7 +107,11 @@ impl Config {
         Ok(Config::with_order(profile, &order, tenant_digest))
     }
 
-    fn with_order(profile: Profile, order: &[String], tenant_digest: impl Fn(&str) -> Digest) -> Config {
+    fn with_order(
+        profile: Profile,
+        order: &[String],
+        tenant_digest: impl Fn(&str) -> Digest,
+    ) -> Config {
         let classes = order
             .iter()
             .map(|name| {
@@ -129,7 +140,11 @@ impl Config {
                     .collect(),
             }
         });
-        Config { classes, capacity, profile: Arc::new(profile) }
+        Config {
+            classes,
+            capacity,
+            profile: Arc::new(profile),
+        }
     }
 }
 

@@ -224,9 +224,14 @@ impl KeyHasher {
                 h.write_u64(u64::from(TAG_TENANT));
                 h.write(t.as_bytes());
             }),
-            None => feed(&mut hi, &mut lo, |h| h.write_u64(u64::from(TAG_ANONYMOUS_TENANT))),
+            None => feed(&mut hi, &mut lo, |h| {
+                h.write_u64(u64::from(TAG_ANONYMOUS_TENANT))
+            }),
         }
-        Digest { hi: hi.finish(), lo: lo.finish() | 1 }
+        Digest {
+            hi: hi.finish(),
+            lo: lo.finish() | 1,
+        }
     }
 
     /// The caller's network as (masked address, prefix length); IPv4-mapped IPv6 addresses

@@ -50,9 +50,9 @@ pub mod __loom {
 pub use quanta;
 
 pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
+pub use capacity::MAX_SLOTS_PER_WINDOW;
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision};
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use capacity::MAX_SLOTS_PER_WINDOW;
 pub use limiter::{
     BuildError, Builder, Limiter, PublishedBucket, PublishedCapacity, PublishedClass,
     PublishedLimits, PublishedRoute, Remaining, Verdict,

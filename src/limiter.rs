@@ -67,8 +67,14 @@ pub(crate) struct ShardSet {
 
 impl ShardSet {
     fn for_config(c: &Config) -> ShardSet {
-        let shape = c.capacity.as_ref().map_or((0, 0), |c| (c.shards, c.window_ns));
-        ShardSet { shape, counters: (0..shape.0).map(|_| ShardCounter::new()).collect() }
+        let shape = c
+            .capacity
+            .as_ref()
+            .map_or((0, 0), |c| (c.shards, c.window_ns));
+        ShardSet {
+            shape,
+            counters: (0..shape.0).map(|_| ShardCounter::new()).collect(),
+        }
     }
 }
 
@@ -178,7 +184,9 @@ impl Builder {
         let bytes = capacity.saturating_mul(64);
         // Ask first, so that a capacity the machine cannot hold is an error, not an abort.
         let mut probe: Vec<u8> = Vec::new();
-        probe.try_reserve_exact(bytes).map_err(|_| BuildError::OutOfMemory { bytes })?;
+        probe
+            .try_reserve_exact(bytes)
+            .map_err(|_| BuildError::OutOfMemory { bytes })?;
         drop(probe);
         let clock = self.clock.unwrap_or_default();
         let anon = self.profile.anonymous;
@@ -188,7 +196,7 @@ impl Builder {
             table: Table::new(capacity),
             shards: ArcSwap::from_pointee(ShardSet::for_config(&config)),
             #[cfg(feature = "metrics")]
-            observer: crate::observe::Observer::new(self.observe, &config),
+            observer: crate::observe::Observer::new(self.observe, &config, &hasher),
             config: ArcSwap::from_pointee(config),
             hasher,
             epoch: clock.raw(),
@@ -201,7 +209,9 @@ impl Builder {
 /// 32 bytes from the OS-seeded hasher of the standard library.
 fn random_secret() -> Vec<u8> {
     let s = RandomState::new();
-    (0..4u64).flat_map(|i| s.hash_one(i).to_le_bytes()).collect()
+    (0..4u64)
+        .flat_map(|i| s.hash_one(i).to_le_bytes())
+        .collect()
 }
 
 impl Limiter {
@@ -220,7 +230,10 @@ impl Limiter {
     /// valid across reloads (a reload cannot remove a class).
     pub fn route_class(&self, name: &str) -> Option<RouteClass> {
         let cfg = self.config.load();
-        cfg.classes.iter().position(|c| &*c.name == name).map(|i| RouteClass(i as u32))
+        cfg.classes
+            .iter()
+            .position(|c| &*c.name == name)
+            .map(|i| RouteClass(i as u32))
     }
 
     /// Decides one request and charges it if admitted: a token from each of the caller's two
@@ -277,12 +290,19 @@ impl Limiter {
             Ok(throttle) => throttle,
             // No slot: fail closed. No wait is given, since when a slot frees depends on other
             // callers' buckets.
-            Err(_) => Decision::Unavailable { retry_after: None, cause: Cause::TableFull },
+            Err(_) => Decision::Unavailable {
+                retry_after: None,
+                cause: Cause::TableFull,
+            },
         };
-        let decision = if class.shadow { Decision::Admit } else { computed };
+        let decision = if class.shadow {
+            Decision::Admit
+        } else {
+            computed
+        };
         let verdict = Verdict { decision, computed };
         #[cfg(feature = "metrics")]
-        self.observer.record(&cfg, key, &verdict, now);
+        self.observer.record(key, &verdict, now);
         verdict
     }
 
@@ -291,7 +311,10 @@ impl Limiter {
         let cfg = self.config.load();
         let class = class_of(&cfg, key.class);
         let now = self.now();
-        let tats = self.table.peek(self.hasher.digest(key), now).unwrap_or(Tats::full(now));
+        let tats = self
+            .table
+            .peek(self.hasher.digest(key), now)
+            .unwrap_or(Tats::full(now));
         let computed = match class.limits.charge(class.limits.clamp(tats, now), now) {
             Err(short) => Decision::Throttle {
                 retry_after: Duration::from_nanos(short.wait),
@@ -299,7 +322,10 @@ impl Limiter {
             },
             Ok(_) => match &cfg.capacity {
                 None => Decision::Admit,
-                Some(cap) => self.capacity_left(cap, key, now).err().unwrap_or(Decision::Admit),
+                Some(cap) => self
+                    .capacity_left(cap, key, now)
+                    .err()
+                    .unwrap_or(Decision::Admit),
             },
         };
         if class.shadow {
@@ -320,8 +346,14 @@ impl Limiter {
     /// new limiter) or changes the anonymous prefixes (they are part of anonymous identities).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
         let _one_at_a_time = self.reload_lock.lock();
-        let new = self.config.load().reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
-        let shape = new.capacity.as_ref().map_or((0, 0), |c| (c.shards, c.window_ns));
+        let new = self
+            .config
+            .load()
+            .reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
+        let shape = new
+            .capacity
+            .as_ref()
+            .map_or((0, 0), |c| (c.shards, c.window_ns));
         if self.shards.load().shape != shape {
             self.shards.store(Arc::new(ShardSet::for_config(&new)));
         }
@@ -347,8 +379,15 @@ impl Limiter {
                     let l = p.route_class(&c.name).expect("config follows profile");
                     PublishedClass {
                         name: c.name.to_string(),
-                        mode: if c.shadow { Mode::Shadow } else { Mode::Enforce },
-                        burst: PublishedBucket { tokens: l.burst.tokens.0, per: l.burst.per },
+                        mode: if c.shadow {
+                            Mode::Shadow
+                        } else {
+                            Mode::Enforce
+                        },
+                        burst: PublishedBucket {
+                            tokens: l.burst.tokens.0,
+                            per: l.burst.per,
+                        },
                         sustained: PublishedBucket {
                             tokens: l.sustained.tokens.0,
                             per: l.sustained.per,
@@ -357,14 +396,20 @@ impl Limiter {
                             .routes
                             .iter()
                             .filter(|r| r.class == *c.name)
-                            .map(|r| PublishedRoute { method: r.method.clone(), path: r.path.clone() })
+                            .map(|r| PublishedRoute {
+                                method: r.method.clone(),
+                                path: r.path.clone(),
+                            })
                             .collect(),
                     }
                 })
                 .collect(),
             retry_after_max: p.retry_after.max,
             catalog: p.catalog.clone(),
-            shared_capacity: p.shared_capacity.as_ref().map(|s| PublishedCapacity { window: s.window }),
+            shared_capacity: p
+                .shared_capacity
+                .as_ref()
+                .map(|s| PublishedCapacity { window: s.window }),
         }
     }
 
@@ -392,7 +437,10 @@ impl Limiter {
         let cfg = self.config.load();
         let limits = class_of(&cfg, key.class).limits;
         let now = self.now();
-        let tats = self.table.peek(self.hasher.digest(key), now).unwrap_or(Tats::full(now));
+        let tats = self
+            .table
+            .peek(self.hasher.digest(key), now)
+            .unwrap_or(Tats::full(now));
         let tats = limits.clamp(tats, now);
         Remaining {
             burst: limits.burst.remaining(tats.burst, now),
@@ -405,7 +453,11 @@ impl Limiter {
     fn tenant_of(&self, cap: &CapacityConfig, key: &Key<'_>) -> (Digest, usize, u64) {
         let tenant = self.hasher.tenant_digest(key.tenant());
         let (pinned, limit) = match key.tenant() {
-            Some(_) => cap.listed.get(&tenant).copied().unwrap_or((None, cap.default_cap)),
+            Some(_) => cap
+                .listed
+                .get(&tenant)
+                .copied()
+                .unwrap_or((None, cap.default_cap)),
             None => (None, cap.default_cap),
         };
         // A keyed hash of the tenant (its digest's high half, range-reduced) unless pinned.
@@ -422,19 +474,27 @@ impl Limiter {
         let next_window = Some(Duration::from_nanos(end - now));
         // The tenant first: a tenant over its share never touches the shard's count, so it
         // cannot crowd out its neighbours even for an instant.
-        let counted = match capacity::take_tenant(&self.table, tenant, now, (end, cap.window_ns), limit) {
-            Ok(counted) => counted,
-            Err(cause) => {
-                let retry_after = if cause == Cause::TableFull { None } else { next_window };
-                return Err(Decision::Unavailable { retry_after, cause });
-            }
-        };
+        let counted =
+            match capacity::take_tenant(&self.table, tenant, now, (end, cap.window_ns), limit) {
+                Ok(counted) => counted,
+                Err(cause) => {
+                    let retry_after = if cause == Cause::TableFull {
+                        None
+                    } else {
+                        next_window
+                    };
+                    return Err(Decision::Unavailable { retry_after, cause });
+                }
+            };
         let shards = self.shards.load();
         match shards.counters.get(shard) {
             Some(counter) if counter.take(window, cap.slots_per_window) => Ok(()),
             _ => {
                 capacity::give_back_tenant(&self.table, tenant, now, counted);
-                Err(Decision::Unavailable { retry_after: next_window, cause: Cause::ShardFull })
+                Err(Decision::Unavailable {
+                    retry_after: next_window,
+                    cause: Cause::ShardFull,
+                })
             }
         }
     }
@@ -445,12 +505,18 @@ impl Limiter {
         let (window, end) = capacity::window(now, cap.window_ns);
         let retry_after = Some(Duration::from_nanos(end - now));
         if capacity::tenant_held(&self.table, tenant, now, end, cap.window_ns) >= limit {
-            return Err(Decision::Unavailable { retry_after, cause: Cause::TenantShare });
+            return Err(Decision::Unavailable {
+                retry_after,
+                cause: Cause::TenantShare,
+            });
         }
         let shards = self.shards.load();
         match shards.counters.get(shard) {
             Some(c) if c.used(window) < cap.slots_per_window => Ok(()),
-            _ => Err(Decision::Unavailable { retry_after, cause: Cause::ShardFull }),
+            _ => Err(Decision::Unavailable {
+                retry_after,
+                cause: Cause::ShardFull,
+            }),
         }
     }
 

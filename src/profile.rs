@@ -544,7 +544,11 @@ pub struct ProfileError {
 impl ProfileError {
     /// A whole-profile refusal (on reload) with no position.
     pub(crate) fn refused(message: String) -> Self {
-        ProfileError { message, line: None, column: None }
+        ProfileError {
+            message,
+            line: None,
+            column: None,
+        }
     }
 
     fn at(message: String, pos: Option<(usize, usize)>) -> Self {

@@ -21,7 +21,14 @@ fn profile(slots: u64, share: f64, burst: u64, extra: &str) -> Profile {
 
 fn limiter(p: Profile) -> (Limiter, Arc<tollgate::quanta::Mock>) {
     let (clock, mock) = Clock::mock();
-    (Limiter::builder(p).clock(clock).key_secret(b"cap").build().unwrap(), mock)
+    (
+        Limiter::builder(p)
+            .clock(clock)
+            .key_secret(b"cap")
+            .build()
+            .unwrap(),
+        mock,
+    )
 }
 
 fn key<'a>(l: &Limiter, tenant: &'a str, principal: &'a str) -> Key<'a> {
@@ -40,12 +47,23 @@ fn a_flooding_tenant_cannot_starve_a_quiet_one() {
                 flood += 1;
             }
         }
-        assert_eq!(flood, 20, "window {window}: the flood holds exactly its share");
+        assert_eq!(
+            flood, 20,
+            "window {window}: the flood holds exactly its share"
+        );
         // The quiet tenant, arriving after the flood, still gets its whole share.
-        let quiet = (0..20).filter(|_| l.admit(&key(&l, "quiet", "alice")).is_admit()).count();
+        let quiet = (0..20)
+            .filter(|_| l.admit(&key(&l, "quiet", "alice")).is_admit())
+            .count();
         assert_eq!(quiet, 20, "window {window}");
         let over = l.admit(&key(&l, "quiet", "alice"));
-        assert!(matches!(over, Decision::Unavailable { cause: Cause::TenantShare | Cause::ShardFull, .. }));
+        assert!(matches!(
+            over,
+            Decision::Unavailable {
+                cause: Cause::TenantShare | Cause::ShardFull,
+                ..
+            }
+        ));
         mock.increment(Duration::from_secs(1));
     }
 }
@@ -61,7 +79,13 @@ fn capacity_refusals_cost_no_personal_tokens() {
     assert_eq!(before.burst, 95);
     for _ in 0..50 {
         let d = l.admit(&k);
-        assert_eq!(d, Decision::Unavailable { retry_after: Some(Duration::from_secs(1)), cause: Cause::TenantShare });
+        assert_eq!(
+            d,
+            Decision::Unavailable {
+                retry_after: Some(Duration::from_secs(1)),
+                cause: Cause::TenantShare
+            }
+        );
         assert_eq!(d.http_status(), 503);
     }
     assert_eq!(l.remaining(&k), before, "503s spent personal tokens");
@@ -70,9 +94,17 @@ fn capacity_refusals_cost_no_personal_tokens() {
     let k = key(&l, "t", "p");
     assert!(l.admit(&k).is_admit() && l.admit(&k).is_admit());
     for _ in 0..20 {
-        assert!(matches!(l.admit(&k), Decision::Throttle { bucket: BucketKind::Burst, .. }));
+        assert!(matches!(
+            l.admit(&k),
+            Decision::Throttle {
+                bucket: BucketKind::Burst,
+                ..
+            }
+        ));
     }
-    let others = (0..20).filter(|i| l.admit(&key(&l, "t", &format!("o{i}"))).is_admit()).count();
+    let others = (0..20)
+        .filter(|i| l.admit(&key(&l, "t", &format!("o{i}"))).is_admit())
+        .count();
     assert_eq!(others, 8, "the 429s took shard slots");
     let _ = mock;
 }
@@ -86,11 +118,21 @@ fn a_full_shard_refuses_everyone_with_the_same_wait() {
             assert_eq!(l.admit(&key(&l, t, "p")), Decision::Admit);
         }
     }
-    let want = Decision::Unavailable { retry_after: Some(Duration::from_millis(750)), cause: Cause::ShardFull };
+    let want = Decision::Unavailable {
+        retry_after: Some(Duration::from_millis(750)),
+        cause: Cause::ShardFull,
+    };
     assert_eq!(l.admit(&key(&l, "c", "p")), want);
     assert_eq!(l.peek(&key(&l, "c", "p")), want);
-    assert_eq!(l.admit(&key(&l, "d", "q")), want, "the wait is the same for every tenant");
-    assert_eq!(l.admit(&key(&l, "a", "p")).retry_after(), Some(Duration::from_millis(750)));
+    assert_eq!(
+        l.admit(&key(&l, "d", "q")),
+        want,
+        "the wait is the same for every tenant"
+    );
+    assert_eq!(
+        l.admit(&key(&l, "a", "p")).retry_after(),
+        Some(Duration::from_millis(750))
+    );
     // The next window opens at the announced instant.
     mock.increment(Duration::from_millis(749));
     assert!(!l.admit(&key(&l, "c", "p")).is_admit());
@@ -108,14 +150,21 @@ fn listed_tenants_have_weights_and_pinned_shards() {
     )
     .unwrap();
     let (l, _) = limiter(p);
-    let acme = (0..100).filter(|i| l.admit(&key(&l, "acme", &format!("u{i}"))).is_admit()).count();
+    let acme = (0..100)
+        .filter(|i| l.admit(&key(&l, "acme", &format!("u{i}"))).is_admit())
+        .count();
     assert_eq!(acme, 30, "ceil(40 * 0.5 * 1.5)");
     // globex shares shard 2 with acme: only the 10 slots acme left.
-    let globex = (0..100).filter(|i| l.admit(&key(&l, "globex", &format!("u{i}"))).is_admit()).count();
+    let globex = (0..100)
+        .filter(|i| l.admit(&key(&l, "globex", &format!("u{i}"))).is_admit())
+        .count();
     assert_eq!(globex, 10);
     assert_eq!(
         l.admit(&key(&l, "globex", "x")),
-        Decision::Unavailable { retry_after: Some(Duration::from_secs(1)), cause: Cause::ShardFull }
+        Decision::Unavailable {
+            retry_after: Some(Duration::from_secs(1)),
+            cause: Cause::ShardFull
+        }
     );
 }
 
@@ -130,7 +179,10 @@ fn anonymous_traffic_is_one_pseudo_tenant() {
             admitted += 1;
         }
     }
-    assert_eq!(admitted, 5, "all anonymous networks together hold one tenant's share");
+    assert_eq!(
+        admitted, 5,
+        "all anonymous networks together hold one tenant's share"
+    );
     assert_eq!(l.admit(&key(&l, "acme", "p")), Decision::Admit);
 }
 
@@ -165,7 +217,10 @@ fn stress_two_threads_two_tenants_one_shard() {
     while start.elapsed() < Duration::from_secs(10) && windows < 2_000 {
         barrier.wait(); // both threads admit in this window
         barrier.wait(); // both done
-        let (f, q) = (flood_n.load(Ordering::SeqCst), quiet_n.load(Ordering::SeqCst));
+        let (f, q) = (
+            flood_n.load(Ordering::SeqCst),
+            quiet_n.load(Ordering::SeqCst),
+        );
         assert!(f + q <= SLOTS, "window {windows}: {f} + {q} > {SLOTS}");
         assert!(f <= SLOTS / 2, "window {windows}: the flood held {f}");
         assert_eq!(q, SLOTS / 2, "window {windows}: the quiet tenant got {q}");
@@ -190,18 +245,36 @@ fn reload_swaps_limits_and_keeps_state() {
     assert_eq!(l.remaining(&k).burst, 6);
     // A bigger burst: the 4 tokens of refill time still owed carry over.
     let mut p2 = profile(1000, 1.0, 20, "");
-    let write = "  write:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 5, per: 1h }\n";
-    p2 = Profile::from_yaml(&serde_yaml_ng::to_string(&p2).unwrap().replace("route_classes:\n", &format!("route_classes:\n{write}"))).unwrap();
+    let write =
+        "  write:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 5, per: 1h }\n";
+    p2 = Profile::from_yaml(
+        &serde_yaml_ng::to_string(&p2)
+            .unwrap()
+            .replace("route_classes:\n", &format!("route_classes:\n{write}")),
+    )
+    .unwrap();
     l.reload(p2).unwrap();
-    assert_eq!(l.route_class("read"), Some(read), "handles survive a reload");
-    assert_eq!(l.route_class("write").map(|c| c.index()), Some(1), "new classes come after");
+    assert_eq!(
+        l.route_class("read"),
+        Some(read),
+        "handles survive a reload"
+    );
+    assert_eq!(
+        l.route_class("write").map(|c| c.index()),
+        Some(1),
+        "new classes come after"
+    );
     // 400 ms of debt is 8 of the new 50 ms tokens: 12 of 20 left.
     assert_eq!(l.remaining(&k).burst, 12);
     // Dropping the `write` class is refused.
     l.reload(profile(1000, 1.0, 2, "")).unwrap_err();
     // A smaller bucket: the 400 ms still owed are clamped to the new bucket's 100 ms.
     let p3 = serde_yaml_ng::to_string(&*l.profile()).unwrap();
-    let p3 = p3.replacen("tokens: 20\n      per: 1s", "tokens: 3\n      per: 100ms", 1);
+    let p3 = p3.replacen(
+        "tokens: 20\n      per: 1s",
+        "tokens: 3\n      per: 100ms",
+        1,
+    );
     assert!(p3.contains("per: 100ms"), "{p3}");
     l.reload(Profile::from_yaml(&p3).unwrap()).unwrap();
     assert_eq!(l.remaining(&k).burst, 0);
@@ -214,13 +287,31 @@ fn reload_swaps_limits_and_keeps_state() {
 fn bad_reloads_leave_the_old_profile_in_force() {
     let (l, _) = limiter(profile(10, 0.5, 5, ""));
     let before = l.profile();
-    let bigger = Profile::from_yaml(&serde_yaml_ng::to_string(&*before).unwrap().replace("capacity: 4096", "capacity: 8192")).unwrap();
+    let bigger = Profile::from_yaml(
+        &serde_yaml_ng::to_string(&*before)
+            .unwrap()
+            .replace("capacity: 4096", "capacity: 8192"),
+    )
+    .unwrap();
     let e = l.reload(bigger).unwrap_err();
-    assert!(e.message().contains("identities.capacity") && e.message().contains("new Limiter"), "{e}");
-    let renamed = Profile::from_yaml(&serde_yaml_ng::to_string(&*before).unwrap().replace("read:", "reads:")).unwrap();
+    assert!(
+        e.message().contains("identities.capacity") && e.message().contains("new Limiter"),
+        "{e}"
+    );
+    let renamed = Profile::from_yaml(
+        &serde_yaml_ng::to_string(&*before)
+            .unwrap()
+            .replace("read:", "reads:"),
+    )
+    .unwrap();
     let e = l.reload(renamed).unwrap_err();
     assert!(e.message().contains("route_classes.read"), "{e}");
-    let anon = Profile::from_yaml(&serde_yaml_ng::to_string(&*before).unwrap().replace("ipv4_prefix: 24", "ipv4_prefix: 16")).unwrap();
+    let anon = Profile::from_yaml(
+        &serde_yaml_ng::to_string(&*before)
+            .unwrap()
+            .replace("ipv4_prefix: 24", "ipv4_prefix: 16"),
+    )
+    .unwrap();
     assert!(l.reload(anon).is_err());
     assert_eq!(*l.profile(), *before);
     for _ in 0..5 {
@@ -237,12 +328,23 @@ fn shadow_mode_admits_and_reports() {
     assert!(!l.evaluate(&k).is_shadowed());
     let v = l.evaluate(&k);
     assert_eq!(v.decision, Decision::Admit);
-    assert!(matches!(v.computed, Decision::Throttle { bucket: BucketKind::Burst, .. }));
+    assert!(matches!(
+        v.computed,
+        Decision::Throttle {
+            bucket: BucketKind::Burst,
+            ..
+        }
+    ));
     assert!(v.is_shadowed());
     assert_eq!(l.admit(&k), Decision::Admit);
     assert_eq!(l.peek(&k), Decision::Admit);
     // Per class: enforce overrides the profile's shadow.
-    let p = Profile::from_yaml(&serde_yaml_ng::to_string(&*l.profile()).unwrap().replace("  read:\n", "  read:\n    mode: enforce\n")).unwrap();
+    let p = Profile::from_yaml(
+        &serde_yaml_ng::to_string(&*l.profile())
+            .unwrap()
+            .replace("  read:\n", "  read:\n    mode: enforce\n"),
+    )
+    .unwrap();
     l.reload(p).unwrap();
     assert!(matches!(l.admit(&k), Decision::Throttle { .. }));
 }
@@ -260,8 +362,20 @@ fn discovery_document_has_limits_and_nothing_private() {
     assert_eq!(doc.route_classes[0].name, "read");
     assert_eq!(doc.route_classes[0].burst.tokens, 50);
     assert!(json.contains("\"per\":\"1h\""), "{json}");
-    assert!(json.contains("rate_limited") && json.contains("\"window\":\"1s\""), "{json}");
-    for secret in ["acme", "globex", "weight", "shard", "slots", "\"capacity\"", "tenant", "used"] {
+    assert!(
+        json.contains("rate_limited") && json.contains("\"window\":\"1s\""),
+        "{json}"
+    );
+    for secret in [
+        "acme",
+        "globex",
+        "weight",
+        "shard",
+        "slots",
+        "\"capacity\"",
+        "tenant",
+        "used",
+    ] {
         assert!(!json.contains(secret), "{secret} in {json}");
     }
 }

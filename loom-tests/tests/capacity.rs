@@ -53,7 +53,13 @@ fn bucket_and_shard_slot_are_charged_together_or_not_at_all() {
     .unwrap();
     loom::model(move || {
         let (clock, _mock) = Clock::mock();
-        let l = Arc::new(Limiter::builder(p.clone()).clock(clock).key_secret(b"loom").build().unwrap());
+        let l = Arc::new(
+            Limiter::builder(p.clone())
+                .clock(clock)
+                .key_secret(b"loom")
+                .build()
+                .unwrap(),
+        );
         let c = l.route_class("c").unwrap();
         let spawn = |tenant: &'static str| {
             let l = l.clone();
@@ -66,8 +72,18 @@ fn bucket_and_shard_slot_are_charged_together_or_not_at_all() {
             (r, Decision::Admit) => ("a", r),
             other => panic!("nobody admitted: {other:?}"),
         };
-        assert!(matches!(refused_tenant.1, Decision::Unavailable { cause: Cause::ShardFull, .. }));
+        assert!(matches!(
+            refused_tenant.1,
+            Decision::Unavailable {
+                cause: Cause::ShardFull,
+                ..
+            }
+        ));
         let k = Key::authenticated(refused_tenant.0, "p", c).unwrap();
-        assert_eq!(l.remaining(&k).burst, 3, "the refused request kept a personal token");
+        assert_eq!(
+            l.remaining(&k).burst,
+            3,
+            "the refused request kept a personal token"
+        );
     });
 }

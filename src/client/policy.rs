@@ -523,7 +523,7 @@ where
         }
         if let Some(d) = deadline_at {
             // Waking at the deadline leaves no time for the attempt, so reaching it counts.
-            if clock.now().checked_add(wait).map_or(true, |t| t >= d) {
+            if clock.now().checked_add(wait).is_none_or(|t| t >= d) {
                 break GiveUp::Deadline { wait };
             }
         }

@@ -1,0 +1,308 @@
+//! Operator telemetry (feature `metrics`): decision counters, the Retry-After histogram, the
+//! capacity-rejection ratio over `error_budget.window`, and the error-budget alert.
+//!
+//! Metric handles are registered with the `metrics` recorder when the limiter is built and on
+//! every reload: install the recorder (e.g. the Prometheus exporter) first. Nothing here reaches
+//! callers; labels carry no tenant or principal unless [`crate::Builder::per_tenant_metrics`]
+//! opts in, and even then only the profile's listed tenants (all others are `other`).
+//!
+//! | metric | kind | labels |
+//! | --- | --- | --- |
+//! | `tollgate_decisions_total` | counter | `outcome` (admitted, throttled, unavailable), `route_class`, `cause` (none, burst, sustained, shard_full, tenant_share, table_full, store_unavailable), `mode` (enforce, shadow) |
+//! | `tollgate_tenant_decisions_total` | counter | `tenant`, `outcome` (opt-in) |
+//! | `tollgate_retry_after_seconds` | histogram | `route_class` |
+//! | `tollgate_capacity_rejection_ratio` | gauge | |
+//! | `tollgate_error_budget_exceeded` | gauge (0 or 1) | |
+
+use core::time::Duration;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
+
+use crate::config::Config;
+use crate::decision::{BucketKind, Cause, Decision};
+use crate::identity::{DigestMap, Key, KeyHasher};
+use crate::limiter::Verdict;
+
+/// What the error-budget alert reports, to the callback and in the `tracing` event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct BudgetAlert {
+    /// True when the budget was just exceeded, false when the ratio fell back within it.
+    pub exceeded: bool,
+    /// Capacity refusals (503) as a share of all decisions over the window.
+    pub ratio: f64,
+    /// `error_budget.capacity_rejections`.
+    pub threshold: f64,
+    /// `error_budget.window`.
+    pub window: Duration,
+    /// Decisions counted in the window.
+    pub decisions: u64,
+    /// Of which capacity refusals.
+    pub capacity_rejections: u64,
+}
+
+type Callback = Arc<dyn Fn(&BudgetAlert) + Send + Sync>;
+
+/// Builder options.
+#[derive(Default)]
+pub(crate) struct Options {
+    pub(crate) per_tenant: bool,
+    pub(crate) callback: Option<Callback>,
+}
+
+const OUTCOMES: [(&str, &str); 7] = [
+    ("admitted", "none"),
+    ("throttled", "burst"),
+    ("throttled", "sustained"),
+    ("unavailable", "shard_full"),
+    ("unavailable", "tenant_share"),
+    ("unavailable", "table_full"),
+    ("unavailable", "store_unavailable"),
+];
+
+fn outcome_index(d: &Decision) -> usize {
+    match d {
+        Decision::Admit => 0,
+        Decision::Throttle {
+            bucket: BucketKind::Burst,
+            ..
+        } => 1,
+        Decision::Throttle {
+            bucket: BucketKind::Sustained,
+            ..
+        } => 2,
+        Decision::Unavailable {
+            cause: Cause::ShardFull,
+            ..
+        } => 3,
+        Decision::Unavailable {
+            cause: Cause::TenantShare,
+            ..
+        } => 4,
+        Decision::Unavailable {
+            cause: Cause::TableFull,
+            ..
+        } => 5,
+        Decision::Unavailable {
+            cause: Cause::StoreUnavailable,
+            ..
+        } => 6,
+    }
+}
+
+/// Handles registered for one profile.
+struct Handles {
+    /// Per class: `[outcome]`, for that class's mode.
+    decisions: Vec<[Counter; 7]>,
+    retry_after: Vec<Histogram>,
+    /// Listed tenants, then `other` and `anonymous`: `[admitted, throttled, unavailable]`.
+    tenants: DigestMap<[Counter; 3]>,
+    other: [Counter; 3],
+    anonymous: [Counter; 3],
+    /// `(threshold, window)` from `error_budget`.
+    budget: Option<(f64, Duration)>,
+}
+
+impl Handles {
+    fn new(cfg: &Config, hasher: &KeyHasher, per_tenant: bool) -> Handles {
+        let decisions = cfg
+            .classes
+            .iter()
+            .map(|c| {
+                let mode = if c.shadow { "shadow" } else { "enforce" };
+                OUTCOMES.map(|(outcome, cause)| {
+                    counter!("tollgate_decisions_total", "outcome" => outcome, "route_class" => c.name.to_string(), "cause" => cause, "mode" => mode)
+                })
+            })
+            .collect();
+        let retry_after = cfg
+            .classes
+            .iter()
+            .map(
+                |c| histogram!("tollgate_retry_after_seconds", "route_class" => c.name.to_string()),
+            )
+            .collect();
+        let tenant = |name: &str| {
+            ["admitted", "throttled", "unavailable"].map(|o| {
+                counter!("tollgate_tenant_decisions_total", "tenant" => name.to_owned(), "outcome" => o)
+            })
+        };
+        let listed = cfg
+            .profile
+            .shared_capacity
+            .as_ref()
+            .map(|s| s.tenants.iter());
+        let tenants = match (per_tenant, listed) {
+            (true, Some(names)) => names
+                .map(|(n, _)| (hasher.tenant_digest(Some(n)), tenant(n)))
+                .collect(),
+            _ => DigestMap::default(),
+        };
+        let budget = cfg
+            .profile
+            .error_budget
+            .map(|b| (b.capacity_rejections.0, b.window.0));
+        Handles {
+            decisions,
+            retry_after,
+            tenants,
+            other: tenant("other"),
+            anonymous: tenant("anonymous"),
+            budget,
+        }
+    }
+}
+
+/// Sub-windows of `error_budget.window` kept for the sliding ratio.
+const SUBWINDOWS: u64 = 10;
+
+struct SubWindow {
+    epoch: AtomicU64,
+    decisions: AtomicU64,
+    rejections: AtomicU64,
+}
+
+/// Records every decision; evaluates the error budget once per sub-window.
+pub(crate) struct Observer {
+    handles: ArcSwap<Handles>,
+    hasher: KeyHasher,
+    options: Options,
+    ring: [SubWindow; SUBWINDOWS as usize],
+    exceeded: AtomicBool,
+    exceeded_gauge: Gauge,
+    ratio_gauge: Gauge,
+}
+
+impl Observer {
+    pub(crate) fn new(options: Options, cfg: &Config, hasher: &KeyHasher) -> Observer {
+        Observer {
+            handles: ArcSwap::from_pointee(Handles::new(cfg, hasher, options.per_tenant)),
+            hasher: hasher.clone(),
+            options,
+            ring: core::array::from_fn(|_| SubWindow {
+                epoch: AtomicU64::new(u64::MAX),
+                decisions: AtomicU64::new(0),
+                rejections: AtomicU64::new(0),
+            }),
+            exceeded: AtomicBool::new(false),
+            exceeded_gauge: gauge!("tollgate_error_budget_exceeded"),
+            ratio_gauge: gauge!("tollgate_capacity_rejection_ratio"),
+        }
+    }
+
+    pub(crate) fn reload(&self, cfg: &Config) {
+        self.handles.store(Arc::new(Handles::new(
+            cfg,
+            &self.hasher,
+            self.options.per_tenant,
+        )));
+    }
+
+    pub(crate) fn record(&self, key: &Key<'_>, v: &Verdict, now: u64) {
+        let h = self.handles.load();
+        let class = key.class.index() as usize;
+        let i = outcome_index(&v.computed);
+        if let Some(c) = h.decisions.get(class) {
+            c[i].increment(1);
+        }
+        if let (Some(wait), Some(hist)) = (v.computed.retry_after(), h.retry_after.get(class)) {
+            hist.record(wait.as_secs_f64());
+        }
+        if self.options.per_tenant {
+            let group = match key.tenant() {
+                None => &h.anonymous,
+                Some(t) => h
+                    .tenants
+                    .get(&self.hasher.tenant_digest(Some(t)))
+                    .unwrap_or(&h.other),
+            };
+            group[match i {
+                0 => 0,
+                1 | 2 => 1,
+                _ => 2,
+            }]
+            .increment(1);
+        }
+        if let Some((threshold, window)) = h.budget {
+            let rejected = matches!(v.computed, Decision::Unavailable { .. });
+            self.count(now, rejected, threshold, window);
+        }
+    }
+
+    /// Adds one decision to the current sub-window; the first decision of a new sub-window
+    /// evaluates the ratio over the whole window. Counts are approximate at sub-window edges
+    /// (a few decisions may land in a slot being reset), which the alert tolerates.
+    fn count(&self, now: u64, rejected: bool, threshold: f64, window: Duration) {
+        let sub_ns = (window.as_nanos() as u64 / SUBWINDOWS).max(1);
+        let epoch = now / sub_ns;
+        let slot = &self.ring[(epoch % SUBWINDOWS) as usize];
+        // Relaxed: these are statistics; no other memory is published through them.
+        let seen = slot.epoch.load(Ordering::Relaxed);
+        if seen != epoch
+            && slot
+                .epoch
+                .compare_exchange(seen, epoch, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            slot.decisions.store(0, Ordering::Relaxed);
+            slot.rejections.store(0, Ordering::Relaxed);
+            self.evaluate(epoch, threshold, window);
+        }
+        slot.decisions.fetch_add(1, Ordering::Relaxed);
+        if rejected {
+            slot.rejections.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// The ratio over the sub-windows before `epoch` that still fall in the window.
+    fn totals(&self, epoch: u64) -> (u64, u64) {
+        let (mut decisions, mut rejections) = (0, 0);
+        for s in &self.ring {
+            let e = s.epoch.load(Ordering::Relaxed);
+            if e < epoch && epoch - e < SUBWINDOWS {
+                decisions += s.decisions.load(Ordering::Relaxed);
+                rejections += s.rejections.load(Ordering::Relaxed);
+            }
+        }
+        (decisions, rejections)
+    }
+
+    #[cold]
+    fn evaluate(&self, epoch: u64, threshold: f64, window: Duration) {
+        let (decisions, capacity_rejections) = self.totals(epoch);
+        let ratio = if decisions == 0 {
+            0.0
+        } else {
+            capacity_rejections as f64 / decisions as f64
+        };
+        self.ratio_gauge.set(ratio);
+        let exceeded = ratio > threshold;
+        if self.exceeded.swap(exceeded, Ordering::Relaxed) == exceeded {
+            return;
+        }
+        self.exceeded_gauge.set(if exceeded { 1.0 } else { 0.0 });
+        let alert = BudgetAlert {
+            exceeded,
+            ratio,
+            threshold,
+            window,
+            decisions,
+            capacity_rejections,
+        };
+        if exceeded {
+            tracing::warn!(ratio, threshold, decisions, capacity_rejections, window = ?window,
+                "tollgate: capacity rejections exceed the error budget");
+        } else {
+            tracing::info!(
+                ratio,
+                threshold,
+                "tollgate: capacity rejections back within the error budget"
+            );
+        }
+        if let Some(cb) = &self.options.callback {
+            cb(&alert);
+        }
+    }
+}
