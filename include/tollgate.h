@@ -358,7 +358,8 @@ tg_result tg_admit_anonymous(const struct tg_limiter *limiter,
 
 /**
  * Replaces the limiter's profile with a new YAML one, keeping every caller's state. It may run
- * while other threads admit: each decision uses the old limits or the new ones. Refused, with
+ * while other threads admit: each decision uses the old limits or the new ones (and, for a
+ * moment after the swap, may still carry the old catalog code). Refused, with
  * the old profile left in force, when the new one is invalid (`TG_RESULT_INVALID_PROFILE`) or
  * removes a route class, or changes `identities.capacity` or the `anonymous` prefixes
  * (`TG_RESULT_RELOAD_REFUSED`). Class numbers from `tg_route_class` stay valid; a class the new
