@@ -36,6 +36,8 @@ mod table;
 
 #[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "ffi")]
+pub mod ffi;
 
 /// Internals that the loom models in `loom-tests/` drive directly. Not part of the API.
 #[cfg(all(tollgate_loom, feature = "loom"))]
