@@ -15,9 +15,14 @@ use tollgate::{Key, Limiter, Profile, RouteClass};
 
 /// Quotas so large that nothing is ever refused: every call takes the admit path (the write).
 fn tollgate_limiter(capacity: u64) -> (Limiter, RouteClass) {
+    tollgate_limiter_with(capacity, "")
+}
+
+/// The same, with extra profile text (shared capacity for the fairness group).
+fn tollgate_limiter_with(capacity: u64, extra: &str) -> (Limiter, RouteClass) {
     let profile = Profile::from_yaml(&format!(
         "name: bench\nidentities: {{ capacity: {capacity} }}\nroute_classes:\n  read:\n    \
-         burst: {{ tokens: 4000000000, per: 1s }}\n    sustained: {{ tokens: 4000000000, per: 1s }}\n"
+         burst: {{ tokens: 4000000000, per: 1s }}\n    sustained: {{ tokens: 4000000000, per: 1s }}\n{extra}"
     ))
     .unwrap();
     let l = Limiter::builder(profile).build().unwrap();
@@ -95,6 +100,26 @@ mod single_threaded {
         g.bench_function("part_ahash_25_bytes", |b| {
             b.iter(|| black_box(hasher.hash_one(black_box(&joined))))
         });
+        g.finish();
+    }
+
+    /// What shared capacity and tenant fair share add to a hot-key admit (same run).
+    pub fn fairness(c: &mut Criterion) {
+        let mut g = c.benchmark_group("fairness");
+        g.throughput(Throughput::Elements(1));
+        let (tenant, principal, _) = names(42);
+        // 16M slots per 100 ms: never refused at any speed this machine reaches.
+        let shared = "shared_capacity:\n  shards: 8\n  window: 100ms\n  slots_per_window: 16777215\n  tenant_share: 1\n";
+        for (label, extra) in [("without_capacity", ""), ("with_capacity", shared)] {
+            let (l, class) = tollgate_limiter_with(1 << 16, extra);
+            g.bench_function(BenchmarkId::new("tollgate_admit", label), |b| {
+                b.iter(|| {
+                    let k = Key::authenticated(black_box(&tenant), black_box(&principal), class)
+                        .unwrap();
+                    black_box(l.admit(&k))
+                })
+            });
+        }
         g.finish();
     }
 
@@ -215,6 +240,6 @@ fn config() -> Criterion {
 criterion_group! {
     name = benches;
     config = config();
-    targets = single_threaded::hot_key, single_threaded::random_keys, multi_threaded::two_threads
+    targets = single_threaded::hot_key, single_threaded::fairness, single_threaded::random_keys, multi_threaded::two_threads
 }
 criterion_main!(benches);

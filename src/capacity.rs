@@ -33,6 +33,14 @@ pub const MAX_SLOTS_PER_WINDOW: u64 = COUNT_MASK;
 #[repr(align(64))] // Shards are hot and written by every admission: one line each.
 pub struct ShardCounter(AtomicU64);
 
+impl core::fmt::Debug for ShardCounter {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_tuple("ShardCounter")
+            .field(&self.0.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
 impl Default for ShardCounter {
     fn default() -> Self {
         ShardCounter::new()

@@ -149,6 +149,8 @@ pub(crate) struct KeyHasher {
     lo: ahash::RandomState,
     v4_prefix: u8,
     v6_prefix: u8,
+    /// All anonymous traffic is one pseudo-tenant for fairness.
+    anonymous_tenant: Digest,
 }
 
 const TAG_AUTHENTICATED: u8 = 1;
@@ -173,28 +175,53 @@ impl KeyHasher {
             h.write(secret);
             h.finish()
         };
+        let hi = ahash::RandomState::with_seeds(seed(0), seed(1), seed(2), seed(3));
+        let lo = ahash::RandomState::with_seeds(seed(4), seed(5), seed(6), seed(7));
+        let anonymous_tenant = Digest {
+            hi: hi.hash_one(TAG_ANONYMOUS_TENANT),
+            lo: lo.hash_one(TAG_ANONYMOUS_TENANT) | 1,
+        };
         KeyHasher {
-            hi: ahash::RandomState::with_seeds(seed(0), seed(1), seed(2), seed(3)),
-            lo: ahash::RandomState::with_seeds(seed(4), seed(5), seed(6), seed(7)),
+            hi,
+            lo,
             v4_prefix,
             v6_prefix,
+            anonymous_tenant,
         }
     }
 
+    /// The identity's digest and its tenant's (the tenant's capacity counter and shard) in one
+    /// pass: the tenant's hash state is finished once for the tenant and then extended with the
+    /// route class and principal for the identity, so the tenant's bytes are hashed once.
     #[inline]
-    pub(crate) fn digest(&self, key: &Key<'_>) -> Digest {
-        let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
+    pub(crate) fn digests(&self, key: &Key<'_>) -> (Digest, Digest) {
         match key.who {
             Who::Authenticated { tenant, principal } => {
+                let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
                 feed(&mut hi, &mut lo, |h| {
                     // aHash mixes each `write`'s length in, so ("ab", "c") and ("a", "bc")
-                    // differ; the tag keeps tenants apart from anonymous networks.
-                    h.write_u64(u64::from(TAG_AUTHENTICATED) | u64::from(key.class.0) << 8);
+                    // differ; the tags keep tenants, identities and networks apart.
+                    h.write_u64(u64::from(TAG_TENANT));
                     h.write(tenant.as_bytes());
+                });
+                let of_tenant = Digest {
+                    hi: hi.clone().finish(),
+                    lo: lo.clone().finish() | 1,
+                };
+                feed(&mut hi, &mut lo, |h| {
+                    h.write_u64(u64::from(TAG_AUTHENTICATED) | u64::from(key.class.0) << 8);
                     h.write(principal.as_bytes());
                 });
+                (
+                    Digest {
+                        hi: hi.finish(),
+                        lo: lo.finish() | 1,
+                    },
+                    of_tenant,
+                )
             }
             Who::Anonymous(ip) => {
+                let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
                 let (prefix, len) = self.network_prefix(ip);
                 feed(&mut hi, &mut lo, |h| {
                     h.write_u64(
@@ -205,32 +232,33 @@ impl KeyHasher {
                     h.write_u64(prefix as u64);
                     h.write_u64((prefix >> 64) as u64);
                 });
+                (
+                    Digest {
+                        hi: hi.finish(),
+                        lo: lo.finish() | 1,
+                    },
+                    self.anonymous_tenant,
+                )
             }
-        }
-        // Bit 0 set: a digest is never `Digest::NONE`.
-        Digest {
-            hi: hi.finish(),
-            lo: lo.finish() | 1,
         }
     }
 
-    /// The digest of a tenant as a whole (its capacity counter and its shard), or of the
-    /// anonymous pseudo-tenant for `None`. Never equal to an identity's digest (other tags).
-    #[inline]
+    /// The digest of a tenant as a whole (as `digests` computes it), or of the anonymous
+    /// pseudo-tenant for `None`.
     pub(crate) fn tenant_digest(&self, tenant: Option<&str>) -> Digest {
-        let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
         match tenant {
-            Some(t) => feed(&mut hi, &mut lo, |h| {
-                h.write_u64(u64::from(TAG_TENANT));
-                h.write(t.as_bytes());
-            }),
-            None => feed(&mut hi, &mut lo, |h| {
-                h.write_u64(u64::from(TAG_ANONYMOUS_TENANT))
-            }),
-        }
-        Digest {
-            hi: hi.finish(),
-            lo: lo.finish() | 1,
+            None => self.anonymous_tenant,
+            Some(t) => {
+                let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
+                feed(&mut hi, &mut lo, |h| {
+                    h.write_u64(u64::from(TAG_TENANT));
+                    h.write(t.as_bytes());
+                });
+                Digest {
+                    hi: hi.finish(),
+                    lo: lo.finish() | 1,
+                }
+            }
         }
     }
 
@@ -299,24 +327,35 @@ mod tests {
     #[test]
     fn digests_separate_fields_and_classes() {
         let h = h();
-        let d = |t, p, c| h.digest(&Key::authenticated(t, p, RouteClass(c)).unwrap());
+        let d = |t, p, c| h.digests(&Key::authenticated(t, p, RouteClass(c)).unwrap());
         assert_ne!(d("ab", "c", 0), d("a", "bc", 0));
         assert_ne!(d("a", "b", 0), d("a", "b", 1));
         assert_eq!(d("a", "b", 0), d("a", "b", 0));
         let other = KeyHasher::new(b"other", 24, 56);
         let k = Key::authenticated("a", "b", RouteClass(0)).unwrap();
-        assert_ne!(h.digest(&k), other.digest(&k));
+        assert_ne!(h.digests(&k), other.digests(&k));
     }
 
     #[test]
     fn anonymous_groups_by_prefix() {
         let h = h();
-        let d = |s: &str| h.digest(&Key::anonymous(s.parse().unwrap(), RouteClass(0)));
+        let d = |s: &str| h.digests(&Key::anonymous(s.parse().unwrap(), RouteClass(0)));
         assert_eq!(d("192.0.2.1"), d("192.0.2.200"));
         assert_ne!(d("192.0.2.1"), d("192.0.3.1"));
         assert_eq!(d("::ffff:192.0.2.7"), d("192.0.2.1"));
         assert_eq!(d("2001:db8:0:1::1"), d("2001:db8:0:ff::2"));
         assert_ne!(d("2001:db8:0:100::1"), d("2001:db8:0:1::1"));
         assert_ne!(d("0.0.0.0"), d("::"));
+    }
+
+    #[test]
+    fn tenant_digests_agree_and_differ_from_identities() {
+        let h = h();
+        let (id, tenant) = h.digests(&Key::authenticated("acme", "alice", RouteClass(0)).unwrap());
+        assert_eq!(tenant, h.tenant_digest(Some("acme")));
+        assert_ne!(id, tenant);
+        let (_, anon) = h.digests(&Key::anonymous("192.0.2.1".parse().unwrap(), RouteClass(0)));
+        assert_eq!(anon, h.tenant_digest(None));
+        assert_ne!(anon, h.tenant_digest(Some("")));
     }
 }

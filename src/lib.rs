@@ -40,6 +40,8 @@ pub mod client;
 pub mod http;
 #[cfg(feature = "tower")]
 pub mod tower;
+#[cfg(feature = "ffi")]
+pub mod ffi;
 
 /// Internals that the loom models in `loom-tests/` drive directly. Not part of the API.
 #[cfg(all(tollgate_loom, feature = "loom"))]

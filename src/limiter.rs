@@ -6,13 +6,12 @@ use std::collections::hash_map::RandomState;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use serde::Serialize;
 
 use crate::bucket::{Limits, Tats};
 use crate::capacity::{self, ShardCounter};
-use crate::config::{CapacityConfig, ClassConfig, Config};
+use crate::config::{CapacityConfig, ClassConfig, Config, ConfigCell};
 use crate::decision::{Cause, Decision};
 use crate::identity::{Digest, Key, KeyHasher, RouteClass};
 use crate::profile::{Catalog, Mode, Period, Profile, ProfileError};
@@ -46,9 +45,7 @@ const MAX_NOW: u64 = (1 << TAT_BITS) - (1 << 56);
 pub struct Limiter {
     table: Table,
     /// Swapped whole by `reload`; `admit` reads one snapshot.
-    config: ArcSwap<Config>,
-    /// Shard counters; replaced on reload only if the shard count or window changes.
-    shards: ArcSwap<ShardSet>,
+    config: ConfigCell,
     hasher: KeyHasher,
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
@@ -57,25 +54,6 @@ pub struct Limiter {
     reload_lock: Mutex<()>,
     #[cfg(feature = "metrics")]
     observer: crate::observe::Observer,
-}
-
-/// The shard counters of one (shards, window) shape.
-pub(crate) struct ShardSet {
-    shape: (u32, u64),
-    counters: Box<[ShardCounter]>,
-}
-
-impl ShardSet {
-    fn for_config(c: &Config) -> ShardSet {
-        let shape = c
-            .capacity
-            .as_ref()
-            .map_or((0, 0), |c| (c.shards, c.window_ns));
-        ShardSet {
-            shape,
-            counters: (0..shape.0).map(|_| ShardCounter::new()).collect(),
-        }
-    }
 }
 
 /// What `admit` decided and what the profile computed: they differ only in shadow mode, where
@@ -194,10 +172,9 @@ impl Builder {
         let config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
         Ok(Limiter {
             table: Table::new(capacity),
-            shards: ArcSwap::from_pointee(ShardSet::for_config(&config)),
             #[cfg(feature = "metrics")]
             observer: crate::observe::Observer::new(self.observe, &config, &hasher),
-            config: ArcSwap::from_pointee(config),
+            config: ConfigCell::new(config),
             hasher,
             epoch: clock.raw(),
             clock,
@@ -243,7 +220,15 @@ impl Limiter {
     /// If `key`'s route class came from another limiter with more classes.
     #[inline]
     pub fn admit(&self, key: &Key<'_>) -> Decision {
-        self.evaluate(key).decision
+        let raw = self.clock.raw();
+        self.config.with(|cfg| {
+            let (computed, shadow) = self.decide(cfg, key, raw);
+            if shadow {
+                Decision::Admit
+            } else {
+                computed
+            }
+        })
     }
 
     /// [`Limiter::admit`], also telling what the profile computed when shadow mode let a
@@ -252,10 +237,20 @@ impl Limiter {
     pub fn evaluate(&self, key: &Key<'_>) -> Verdict {
         // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let raw = self.clock.raw();
-        let cfg = self.config.load();
-        let class = class_of(&cfg, key.class);
+        self.config.with(|cfg| {
+            let (computed, shadow) = self.decide(cfg, key, raw);
+            let decision = if shadow { Decision::Admit } else { computed };
+            Verdict { decision, computed }
+        })
+    }
+
+    /// The decision the profile computes, charged if admitted, and whether the class is in
+    /// shadow mode (the caller then admits regardless).
+    #[inline]
+    fn decide(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> (Decision, bool) {
+        let class = class_of(cfg, key.class);
         let limits = class.limits;
-        let digest = self.hasher.digest(key);
+        let (digest, tenant) = self.hasher.digests(key);
         let now = self.nanos_since_epoch(raw);
         let charged = self.table.update(digest, now, |tats| {
             let tats_now = limits.clamp(tats, now);
@@ -279,7 +274,7 @@ impl Limiter {
         let computed = match charged {
             Ok(Decision::Admit) => match &cfg.capacity {
                 None => Decision::Admit,
-                Some(cap) => match self.take_capacity(cap, key, now) {
+                Some(cap) => match self.take_capacity(cap, tenant, key, now) {
                     Ok(()) => Decision::Admit,
                     Err(refused) => {
                         self.refund(digest, limits, now);
@@ -295,15 +290,9 @@ impl Limiter {
                 cause: Cause::TableFull,
             },
         };
-        let decision = if class.shadow {
-            Decision::Admit
-        } else {
-            computed
-        };
-        let verdict = Verdict { decision, computed };
         #[cfg(feature = "metrics")]
-        self.observer.record(key, &verdict, now);
-        verdict
+        self.observer.record(key, computed, now);
+        (computed, class.shadow)
     }
 
     /// What [`Limiter::admit`] would answer now, charging nothing.
@@ -311,10 +300,8 @@ impl Limiter {
         let cfg = self.config.load();
         let class = class_of(&cfg, key.class);
         let now = self.now();
-        let tats = self
-            .table
-            .peek(self.hasher.digest(key), now)
-            .unwrap_or(Tats::full(now));
+        let (digest, tenant) = self.hasher.digests(key);
+        let tats = self.table.peek(digest, now).unwrap_or(Tats::full(now));
         let computed = match class.limits.charge(class.limits.clamp(tats, now), now) {
             Err(short) => Decision::Throttle {
                 retry_after: Duration::from_nanos(short.wait),
@@ -323,7 +310,7 @@ impl Limiter {
             Ok(_) => match &cfg.capacity {
                 None => Decision::Admit,
                 Some(cap) => self
-                    .capacity_left(cap, key, now)
+                    .capacity_left(cap, tenant, key, now)
                     .err()
                     .unwrap_or(Decision::Admit),
             },
@@ -338,8 +325,8 @@ impl Limiter {
     /// Swaps in a new profile without losing any bucket state. The new limits apply from the
     /// next decision; what carries over is each bucket's time to refill, capped at the new
     /// bucket's size ("clamp to the new capacity": a full bucket stays full, one that owed more
-    /// than the new bucket holds is empty, and refills at the new rate). Shard counts in the current window carry
-    /// over unless the number of shards or the window changes.
+    /// than the new bucket holds is empty, and refills at the new rate). Shard counts in the
+    /// current window carry over unless the number of shards or the window changes.
     ///
     /// Refused, with the old profile left in force: a profile that drops a route class (callers
     /// may hold its handle), changes `identities.capacity` (the table is allocated once: build a
@@ -350,16 +337,9 @@ impl Limiter {
             .config
             .load()
             .reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
-        let shape = new
-            .capacity
-            .as_ref()
-            .map_or((0, 0), |c| (c.shards, c.window_ns));
-        if self.shards.load().shape != shape {
-            self.shards.store(Arc::new(ShardSet::for_config(&new)));
-        }
         #[cfg(feature = "metrics")]
         self.observer.reload(&new);
-        self.config.store(Arc::new(new));
+        self.config.store(new);
         Ok(())
     }
 
@@ -418,7 +398,8 @@ impl Limiter {
         let cfg = self.config.load();
         core::mem::size_of::<Self>() + self.table.memory_bytes() - core::mem::size_of::<Table>()
             + core::mem::size_of_val(&*cfg.classes)
-            + self.shards.load().counters.len() * core::mem::size_of::<ShardCounter>()
+            + cfg.capacity.as_ref().map_or(0, |c| c.counters.len())
+                * core::mem::size_of::<ShardCounter>()
     }
 
     /// Identity slots in the table.
@@ -439,7 +420,7 @@ impl Limiter {
         let now = self.now();
         let tats = self
             .table
-            .peek(self.hasher.digest(key), now)
+            .peek(self.hasher.digests(key).0, now)
             .unwrap_or(Tats::full(now));
         let tats = limits.clamp(tats, now);
         Remaining {
@@ -448,28 +429,30 @@ impl Limiter {
         }
     }
 
-    /// The tenant's capacity counter, shard and cap.
+    /// The tenant's shard and cap.
     #[inline]
-    fn tenant_of(&self, cap: &CapacityConfig, key: &Key<'_>) -> (Digest, usize, u64) {
-        let tenant = self.hasher.tenant_digest(key.tenant());
-        let (pinned, limit) = match key.tenant() {
-            Some(_) => cap
-                .listed
-                .get(&tenant)
-                .copied()
-                .unwrap_or((None, cap.default_cap)),
-            None => (None, cap.default_cap),
+    fn shard_and_cap(cap: &CapacityConfig, tenant: Digest, key: &Key<'_>) -> (usize, u64) {
+        let listed = match key.tenant() {
+            Some(_) if !cap.listed.is_empty() => cap.listed.get(&tenant).copied(),
+            _ => None,
         };
+        let (pinned, limit) = listed.unwrap_or((None, cap.default_cap));
         // A keyed hash of the tenant (its digest's high half, range-reduced) unless pinned.
         let shard = pinned
             .unwrap_or_else(|| ((u128::from(tenant.hi) * u128::from(cap.shards)) >> 64) as u32);
-        (tenant, shard as usize, limit)
+        (shard as usize, limit)
     }
 
     /// Takes a tenant slot and a shard slot, or neither.
     #[inline]
-    fn take_capacity(&self, cap: &CapacityConfig, key: &Key<'_>, now: u64) -> Result<(), Decision> {
-        let (tenant, shard, limit) = self.tenant_of(cap, key);
+    fn take_capacity(
+        &self,
+        cap: &CapacityConfig,
+        tenant: Digest,
+        key: &Key<'_>,
+        now: u64,
+    ) -> Result<(), Decision> {
+        let (shard, limit) = Self::shard_and_cap(cap, tenant, key);
         let (window, end) = capacity::window(now, cap.window_ns);
         let next_window = Some(Duration::from_nanos(end - now));
         // The tenant first: a tenant over its share never touches the shard's count, so it
@@ -486,8 +469,7 @@ impl Limiter {
                     return Err(Decision::Unavailable { retry_after, cause });
                 }
             };
-        let shards = self.shards.load();
-        match shards.counters.get(shard) {
+        match cap.counters.get(shard) {
             Some(counter) if counter.take(window, cap.slots_per_window) => Ok(()),
             _ => {
                 capacity::give_back_tenant(&self.table, tenant, now, counted);
@@ -500,8 +482,14 @@ impl Limiter {
     }
 
     /// `take_capacity` without taking: the refusal `admit` would give, if any.
-    fn capacity_left(&self, cap: &CapacityConfig, key: &Key<'_>, now: u64) -> Result<(), Decision> {
-        let (tenant, shard, limit) = self.tenant_of(cap, key);
+    fn capacity_left(
+        &self,
+        cap: &CapacityConfig,
+        tenant: Digest,
+        key: &Key<'_>,
+        now: u64,
+    ) -> Result<(), Decision> {
+        let (shard, limit) = Self::shard_and_cap(cap, tenant, key);
         let (window, end) = capacity::window(now, cap.window_ns);
         let retry_after = Some(Duration::from_nanos(end - now));
         if capacity::tenant_held(&self.table, tenant, now, end, cap.window_ns) >= limit {
@@ -510,8 +498,7 @@ impl Limiter {
                 cause: Cause::TenantShare,
             });
         }
-        let shards = self.shards.load();
-        match shards.counters.get(shard) {
+        match cap.counters.get(shard) {
             Some(c) if c.used(window) < cap.slots_per_window => Ok(()),
             _ => Err(Decision::Unavailable {
                 retry_after,

@@ -24,7 +24,6 @@ use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 use crate::config::Config;
 use crate::decision::{BucketKind, Cause, Decision};
 use crate::identity::{DigestMap, Key, KeyHasher};
-use crate::limiter::Verdict;
 
 /// What the error-budget alert reports, to the callback and in the `tracing` event.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -200,14 +199,16 @@ impl Observer {
         )));
     }
 
-    pub(crate) fn record(&self, key: &Key<'_>, v: &Verdict, now: u64) {
+    /// Counts the decision the profile computed (in shadow mode, the one not enforced: the
+    /// class's counters carry `mode="shadow"`).
+    pub(crate) fn record(&self, key: &Key<'_>, computed: Decision, now: u64) {
         let h = self.handles.load();
         let class = key.class.index() as usize;
-        let i = outcome_index(&v.computed);
+        let i = outcome_index(&computed);
         if let Some(c) = h.decisions.get(class) {
             c[i].increment(1);
         }
-        if let (Some(wait), Some(hist)) = (v.computed.retry_after(), h.retry_after.get(class)) {
+        if let (Some(wait), Some(hist)) = (computed.retry_after(), h.retry_after.get(class)) {
             hist.record(wait.as_secs_f64());
         }
         if self.options.per_tenant {
@@ -226,7 +227,7 @@ impl Observer {
             .increment(1);
         }
         if let Some((threshold, window)) = h.budget {
-            let rejected = matches!(v.computed, Decision::Unavailable { .. });
+            let rejected = matches!(computed, Decision::Unavailable { .. });
             self.count(now, rejected, threshold, window);
         }
     }
