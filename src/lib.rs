@@ -36,12 +36,12 @@ mod table;
 
 #[cfg(feature = "client")]
 pub mod client;
+#[cfg(feature = "ffi")]
+pub mod ffi;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "tower")]
 pub mod tower;
-#[cfg(feature = "ffi")]
-pub mod ffi;
 
 /// Internals that the loom models in `loom-tests/` drive directly. Not part of the API.
 #[cfg(all(tollgate_loom, feature = "loom"))]
