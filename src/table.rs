@@ -18,7 +18,7 @@ use crate::identity::Digest;
 use crate::sync::{AtomicU128, AtomicU64, Backoff, Ordering};
 
 /// How far from its home slot an identity may live.
-pub(crate) const WINDOW: usize = 32;
+pub(crate) const WINDOW: usize = 64;
 
 /// Times are nanoseconds since the limiter was built, in 60 bits (36 years).
 pub(crate) const TAT_BITS: u32 = 60;
