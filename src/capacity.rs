@@ -97,8 +97,8 @@ impl ShardCounter {
 /// on the same grid is the tenant's newer window (we are late), anything else is over.
 fn tenant_window(t: Tats, window_end: u64, window_ns: u64) -> (u64, u64) {
     // Equality first: the common case, and it spares the division.
-    let same_or_newer = t.burst == window_end
-        || (t.burst > window_end && (t.burst - window_end) % window_ns == 0);
+    let same_or_newer =
+        t.burst == window_end || (t.burst > window_end && (t.burst - window_end) % window_ns == 0);
     if same_or_newer {
         (t.burst, t.sustained)
     } else {
