@@ -50,6 +50,9 @@ pub(crate) struct Config {
     pub(crate) classes: Box<[ClassConfig]>,
     pub(crate) capacity: Option<CapacityConfig>,
     pub(crate) profile: Arc<Profile>,
+    /// Metric handles for this profile's classes (set by the limiter after building).
+    #[cfg(feature = "metrics")]
+    pub(crate) telemetry: Option<crate::observe::Handles>,
 }
 
 pub(crate) fn limits(l: &RouteClassLimits) -> Limits {
@@ -154,6 +157,8 @@ impl Config {
             classes,
             capacity,
             profile: Arc::new(profile),
+            #[cfg(feature = "metrics")]
+            telemetry: None,
         }
     }
 }

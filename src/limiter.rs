@@ -169,11 +169,17 @@ impl Builder {
         let clock = self.clock.unwrap_or_default();
         let anon = self.profile.anonymous;
         let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.0, anon.ipv6_prefix.0);
-        let config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
+        #[allow(unused_mut)]
+        let mut config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
+        #[cfg(feature = "metrics")]
+        {
+            let handles = crate::observe::Handles::new(&config, &hasher, self.observe.per_tenant);
+            config.telemetry = Some(handles);
+        }
         Ok(Limiter {
             table: Table::new(capacity),
             #[cfg(feature = "metrics")]
-            observer: crate::observe::Observer::new(self.observe, &config, &hasher),
+            observer: crate::observe::Observer::new(self.observe),
             config: ConfigCell::new(config),
             hasher,
             epoch: clock.raw(),
@@ -291,7 +297,10 @@ impl Limiter {
             },
         };
         #[cfg(feature = "metrics")]
-        self.observer.record(key, computed, now);
+        if let Some(handles) = &cfg.telemetry {
+            self.observer
+                .record(handles, &self.hasher, key, computed, now);
+        }
         (computed, class.shadow)
     }
 
@@ -333,12 +342,16 @@ impl Limiter {
     /// new limiter) or changes the anonymous prefixes (they are part of anonymous identities).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
         let _one_at_a_time = self.reload_lock.lock();
-        let new = self
+        #[allow(unused_mut)]
+        let mut new = self
             .config
             .load()
             .reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
         #[cfg(feature = "metrics")]
-        self.observer.reload(&new);
+        {
+            let per_tenant = self.observer.options.per_tenant;
+            new.telemetry = Some(crate::observe::Handles::new(&new, &self.hasher, per_tenant));
+        }
         self.config.store(new);
         Ok(())
     }

@@ -18,7 +18,6 @@ use core::time::Duration;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use arc_swap::ArcSwap;
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 
 use crate::config::Config;
@@ -91,8 +90,9 @@ fn outcome_index(d: &Decision) -> usize {
     }
 }
 
-/// Handles registered for one profile.
-struct Handles {
+/// Handles registered for one profile; they live in its `Config`, so `admit` reaches them
+/// through the same per-thread snapshot as the limits.
+pub(crate) struct Handles {
     /// Per class: `[outcome]`, for that class's mode.
     decisions: Vec<[Counter; 7]>,
     retry_after: Vec<Histogram>,
@@ -104,8 +104,16 @@ struct Handles {
     budget: Option<(f64, Duration)>,
 }
 
+impl core::fmt::Debug for Handles {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Handles")
+            .field("classes", &self.decisions.len())
+            .finish_non_exhaustive()
+    }
+}
+
 impl Handles {
-    fn new(cfg: &Config, hasher: &KeyHasher, per_tenant: bool) -> Handles {
+    pub(crate) fn new(cfg: &Config, hasher: &KeyHasher, per_tenant: bool) -> Handles {
         let decisions = cfg
             .classes
             .iter()
@@ -165,9 +173,7 @@ struct SubWindow {
 
 /// Records every decision; evaluates the error budget once per sub-window.
 pub(crate) struct Observer {
-    handles: ArcSwap<Handles>,
-    hasher: KeyHasher,
-    options: Options,
+    pub(crate) options: Options,
     ring: [SubWindow; SUBWINDOWS as usize],
     exceeded: AtomicBool,
     exceeded_gauge: Gauge,
@@ -175,10 +181,8 @@ pub(crate) struct Observer {
 }
 
 impl Observer {
-    pub(crate) fn new(options: Options, cfg: &Config, hasher: &KeyHasher) -> Observer {
+    pub(crate) fn new(options: Options) -> Observer {
         Observer {
-            handles: ArcSwap::from_pointee(Handles::new(cfg, hasher, options.per_tenant)),
-            hasher: hasher.clone(),
             options,
             ring: core::array::from_fn(|_| SubWindow {
                 epoch: AtomicU64::new(u64::MAX),
@@ -191,18 +195,16 @@ impl Observer {
         }
     }
 
-    pub(crate) fn reload(&self, cfg: &Config) {
-        self.handles.store(Arc::new(Handles::new(
-            cfg,
-            &self.hasher,
-            self.options.per_tenant,
-        )));
-    }
-
     /// Counts the decision the profile computed (in shadow mode, the one not enforced: the
     /// class's counters carry `mode="shadow"`).
-    pub(crate) fn record(&self, key: &Key<'_>, computed: Decision, now: u64) {
-        let h = self.handles.load();
+    pub(crate) fn record(
+        &self,
+        h: &Handles,
+        hasher: &KeyHasher,
+        key: &Key<'_>,
+        computed: Decision,
+        now: u64,
+    ) {
         let class = key.class.index() as usize;
         let i = outcome_index(&computed);
         if let Some(c) = h.decisions.get(class) {
@@ -216,7 +218,7 @@ impl Observer {
                 None => &h.anonymous,
                 Some(t) => h
                     .tenants
-                    .get(&self.hasher.tenant_digest(Some(t)))
+                    .get(&hasher.tenant_digest(Some(t)))
                     .unwrap_or(&h.other),
             };
             group[match i {
