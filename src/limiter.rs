@@ -442,9 +442,9 @@ impl Limiter {
         }
     }
 
-    /// The tenant's shard and cap.
+    /// Where a request falls in shared capacity: its tenant's shard and cap, and the window.
     #[inline]
-    fn shard_and_cap(cap: &CapacityConfig, tenant: Digest, key: &Key<'_>) -> (usize, u64) {
+    fn place(cap: &CapacityConfig, tenant: Digest, key: &Key<'_>, now: u64) -> Place {
         let listed = match key.tenant() {
             Some(_) if !cap.listed.is_empty() => cap.listed.get(&tenant).copied(),
             _ => None,
@@ -453,7 +453,14 @@ impl Limiter {
         // A keyed hash of the tenant (its digest's high half, range-reduced) unless pinned.
         let shard = pinned
             .unwrap_or_else(|| ((u128::from(tenant.hi) * u128::from(cap.shards)) >> 64) as u32);
-        (shard as usize, limit)
+        let (window, end) = capacity::window(now, cap.window_ns);
+        Place {
+            shard: shard as usize,
+            limit,
+            window,
+            end,
+            next_window: Some(Duration::from_nanos(end - now)),
+        }
     }
 
     /// Takes a tenant slot and a shard slot, or neither.
@@ -465,9 +472,13 @@ impl Limiter {
         key: &Key<'_>,
         now: u64,
     ) -> Result<(), Decision> {
-        let (shard, limit) = Self::shard_and_cap(cap, tenant, key);
-        let (window, end) = capacity::window(now, cap.window_ns);
-        let next_window = Some(Duration::from_nanos(end - now));
+        let Place {
+            shard,
+            limit,
+            window,
+            end,
+            next_window,
+        } = Self::place(cap, tenant, key, now);
         // The tenant first: a tenant over its share never touches the shard's count, so it
         // cannot crowd out its neighbours even for an instant.
         let counted =
@@ -502,9 +513,13 @@ impl Limiter {
         key: &Key<'_>,
         now: u64,
     ) -> Result<(), Decision> {
-        let (shard, limit) = Self::shard_and_cap(cap, tenant, key);
-        let (window, end) = capacity::window(now, cap.window_ns);
-        let retry_after = Some(Duration::from_nanos(end - now));
+        let Place {
+            shard,
+            limit,
+            window,
+            end,
+            next_window: retry_after,
+        } = Self::place(cap, tenant, key, now);
         if capacity::tenant_held(&self.table, tenant, now, end, cap.window_ns) >= limit {
             return Err(Decision::Unavailable {
                 retry_after,
@@ -546,6 +561,18 @@ impl Limiter {
     fn nanos_since_epoch(&self, raw: u64) -> u64 {
         self.clock.delta_as_nanos(self.epoch, raw).min(MAX_NOW)
     }
+}
+
+/// A request's place in shared capacity (see `Limiter::place`).
+struct Place {
+    shard: usize,
+    /// The tenant's cap in its shard per window.
+    limit: u64,
+    window: u64,
+    /// The window's end, on the limiter's clock.
+    end: u64,
+    /// The wait until the next window: the Retry-After of every capacity refusal.
+    next_window: Option<Duration>,
 }
 
 #[inline]
