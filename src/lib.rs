@@ -22,6 +22,7 @@
 //! ```
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+mod admission;
 mod bucket;
 mod capacity;
 mod config;
@@ -38,6 +39,8 @@ mod table;
 pub mod client;
 #[cfg(feature = "ffi")]
 pub mod ffi;
+#[cfg(feature = "redis")]
+pub mod redis;
 
 /// Internals that the loom models in `loom-tests/` drive directly. Not part of the API.
 #[cfg(all(tollgate_loom, feature = "loom"))]
@@ -49,6 +52,7 @@ pub mod __loom {
 /// The clock crate tollgate uses, re-exported so that `Builder::clock` needs no version match.
 pub use quanta;
 
+pub use admission::Admission;
 pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
 pub use capacity::MAX_SLOTS_PER_WINDOW;
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision};

@@ -184,7 +184,7 @@ impl Builder {
 }
 
 /// 32 bytes from the OS-seeded hasher of the standard library.
-fn random_secret() -> Vec<u8> {
+pub(crate) fn random_secret() -> Vec<u8> {
     let s = RandomState::new();
     (0..4u64)
         .flat_map(|i| s.hash_one(i).to_le_bytes())
@@ -431,7 +431,11 @@ impl Limiter {
 
     /// The tenant's shard and cap.
     #[inline]
-    fn shard_and_cap(cap: &CapacityConfig, tenant: Digest, key: &Key<'_>) -> (usize, u64) {
+    pub(crate) fn shard_and_cap(
+        cap: &CapacityConfig,
+        tenant: Digest,
+        key: &Key<'_>,
+    ) -> (usize, u64) {
         let listed = match key.tenant() {
             Some(_) if !cap.listed.is_empty() => cap.listed.get(&tenant).copied(),
             _ => None,
