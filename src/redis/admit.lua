@@ -17,8 +17,10 @@
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are
 -- at most 366 days plus 2^32 us (3.2e13), a TAT at most now + tau, a window end at most
 -- now + window, counts at most 2^24. Sums, differences and comparisons of such integers are
--- exact; the only division is math.fmod, which is exact for doubles. Integers are written back
--- with '%.0f', which prints them whole (tostring would cut them to 14 digits).
+-- exact, and so is math.fmod (the window's start). The one inexact division turns an expiry
+-- into whole milliseconds, rounded up by one and padded by the margin: it decides nothing.
+-- Integers are written back with '%.0f', which prints them whole (tostring would cut them to
+-- 14 significant digits).
 
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])

@@ -1,4 +1,4 @@
-//! The Redis backend (`redis` feature): the same decisions as [`Limiter`](crate::Limiter), with
+//! The Redis backend (`redis` feature): the same decisions as [`Limiter`], with
 //! buckets and shard slots kept in Redis so that every worker of a service shares them.
 //!
 //! ```no_run
@@ -28,9 +28,12 @@
 //! Times are integer microseconds since the Unix epoch on the server's clock (the embedded
 //! limiter uses nanoseconds): a bucket's emission interval is `t = ceil(per_us / tokens)` and its
 //! size `tau = t * tokens`, so decisions and waits agree with the embedded model to the
-//! microsecond. Redis Lua numbers are doubles, exact for integers below 2^53; every number the
-//! script handles is such an integer: now (2^53 us is the year 2255), `t` and `tau` (at most
-//! 366 days + 2^32 us), a TAT (at most now + tau), a window end, a count (at most 2^24).
+//! microsecond (for periods that are whole microseconds per token; otherwise `t` rounds up to
+//! the next microsecond, never granting more than `tokens / per`). Redis Lua numbers are doubles,
+//! exact for integers below 2^53; every number the script handles is such an integer: now
+//! (2^53 us is the year 2255), `t` and `tau` (at most 366 days + 2^32 us), a TAT (at most
+//! now + tau), a window end, a count (at most 2^24). Windows of shared capacity are aligned to
+//! the server's clock; if that clock steps back, counts carry on in the newer window.
 //!
 //! # Keys
 //! `<prefix>:{<tag>}:i:<identity digest>` holds an identity's two TATs, `<prefix>:{<tag>}:t:<tenant
@@ -348,8 +351,8 @@ impl RedisLimiter {
     }
 
     /// [`RedisLimiter::evaluate`] and the server time the script decided at (microseconds since
-    /// the Unix epoch; `None` when the store did not answer). For tests that drive a reference
-    /// model on the server's clock.
+    /// the Unix epoch; `None` when the store did not answer or the deny cache did). For tests
+    /// that drive a reference model on the server's clock.
     #[doc(hidden)]
     pub async fn evaluate_traced(&self, key: &Key<'_>) -> (Verdict, Option<u64>) {
         self.decide(key, true).await
@@ -358,6 +361,7 @@ impl RedisLimiter {
     /// Swaps in a new profile for this worker, as [`Limiter::reload`] does (the same refusals).
     /// The state in Redis stays: each bucket's TATs are clamped to the new sizes as they are
     /// used. Every worker must reload the same profile; until then each decides with its own.
+    /// Clears the deny cache (the new limits may refill sooner).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
         let _one_at_a_time = self.reload_lock.lock();
         let config = self
