@@ -540,7 +540,7 @@ impl Limiter {
 }
 
 #[inline]
-fn class_of(cfg: &Config, class: RouteClass) -> &ClassConfig {
+pub(crate) fn class_of(cfg: &Config, class: RouteClass) -> &ClassConfig {
     match cfg.classes.get(class.0 as usize) {
         Some(c) => c,
         None => panic!("route class {} does not belong to this limiter", class.0),

@@ -70,7 +70,7 @@ use parking_lot::Mutex;
 use crate::config::Config;
 use crate::decision::{BucketKind, Cause, Decision};
 use crate::identity::{Digest, Key, KeyHasher, RouteClass};
-use crate::limiter::{random_secret, Limiter, Verdict};
+use crate::limiter::{class_of, random_secret, Limiter, Verdict};
 use crate::profile::{Period, Profile, ProfileError};
 
 mod deny;
@@ -378,13 +378,7 @@ impl RedisLimiter {
 
     async fn decide(&self, key: &Key<'_>, charge: bool) -> (Verdict, Option<u64>) {
         let state = self.state.load_full();
-        let Some(class) = state.config.classes.get(key.class.0 as usize) else {
-            panic!(
-                "route class {} does not belong to this limiter",
-                key.class.0
-            )
-        };
-        let shadow = class.shadow;
+        let shadow = class_of(&state.config, key.class).shadow;
         let (digest, tenant) = self.hasher.digests(key);
         let verdict = |computed| Verdict {
             decision: if shadow { Decision::Admit } else { computed },
