@@ -22,6 +22,7 @@
 //! ```
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+mod admission;
 mod bucket;
 mod capacity;
 mod config;
@@ -40,6 +41,8 @@ pub mod client;
 pub mod ffi;
 #[cfg(feature = "http")]
 pub mod http;
+#[cfg(feature = "redis")]
+pub mod redis;
 #[cfg(feature = "tower")]
 pub mod tower;
 
@@ -53,6 +56,7 @@ pub mod __loom {
 /// The clock crate tollgate uses, re-exported so that `Builder::clock` needs no version match.
 pub use quanta;
 
+pub use admission::Admission;
 pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
 pub use capacity::MAX_SLOTS_PER_WINDOW;
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision};

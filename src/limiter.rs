@@ -190,7 +190,7 @@ impl Builder {
 }
 
 /// 32 bytes from the OS-seeded hasher of the standard library.
-fn random_secret() -> Vec<u8> {
+pub(crate) fn random_secret() -> Vec<u8> {
     let s = RandomState::new();
     (0..4u64)
         .flat_map(|i| s.hash_one(i).to_le_bytes())
@@ -445,6 +445,24 @@ impl Limiter {
     /// Where a request falls in shared capacity: its tenant's shard and cap, and the window.
     #[inline]
     fn place(cap: &CapacityConfig, tenant: Digest, key: &Key<'_>, now: u64) -> Place {
+        let (shard, limit) = Self::shard_and_cap(cap, tenant, key);
+        let (window, end) = capacity::window(now, cap.window_ns);
+        Place {
+            shard,
+            limit,
+            window,
+            end,
+            next_window: Some(Duration::from_nanos(end - now)),
+        }
+    }
+
+    /// The tenant's shard (pinned, or a keyed hash of the tenant) and its cap per window.
+    #[inline]
+    pub(crate) fn shard_and_cap(
+        cap: &CapacityConfig,
+        tenant: Digest,
+        key: &Key<'_>,
+    ) -> (usize, u64) {
         let listed = match key.tenant() {
             Some(_) if !cap.listed.is_empty() => cap.listed.get(&tenant).copied(),
             _ => None,
@@ -453,14 +471,7 @@ impl Limiter {
         // A keyed hash of the tenant (its digest's high half, range-reduced) unless pinned.
         let shard = pinned
             .unwrap_or_else(|| ((u128::from(tenant.hi) * u128::from(cap.shards)) >> 64) as u32);
-        let (window, end) = capacity::window(now, cap.window_ns);
-        Place {
-            shard: shard as usize,
-            limit,
-            window,
-            end,
-            next_window: Some(Duration::from_nanos(end - now)),
-        }
+        (shard as usize, limit)
     }
 
     /// Takes a tenant slot and a shard slot, or neither.
@@ -576,7 +587,7 @@ struct Place {
 }
 
 #[inline]
-fn class_of(cfg: &Config, class: RouteClass) -> &ClassConfig {
+pub(crate) fn class_of(cfg: &Config, class: RouteClass) -> &ClassConfig {
     match cfg.classes.get(class.0 as usize) {
         Some(c) => c,
         None => panic!("route class {} does not belong to this limiter", class.0),

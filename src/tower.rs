@@ -10,7 +10,7 @@
 //! 3. asks a [`KeyExtractor`] who is calling: the [`VerifiedIdentity`] that the service's own
 //!    authentication layer put in the request extensions, or else the peer address (believing
 //!    `Forwarded` / `X-Forwarded-For` only from trusted proxy networks);
-//! 4. asks the [`Admission`] backend (a [`Limiter`], later the Redis limiter) for a decision,
+//! 4. asks the [`Admission`] backend (a [`Limiter`](crate::Limiter), or the Redis limiter) for a decision,
 //!    and answers a refusal itself with [`crate::http::Answer::refusal`], or calls the inner
 //!    service and adds `RateLimit-Policy` (and, when opted in, `RateLimit`) to its response.
 //!
@@ -18,7 +18,7 @@
 //! by withholding readiness, so one caller's refusals never stall another's requests.
 //!
 //! A route class in shadow mode (`mode: shadow` on the class or the profile) lets a refused
-//! request through: the backend says so in its [`Verdict`], and the refusal that would have
+//! request through: the backend says so in its [`Verdict`](crate::Verdict), and the refusal that would have
 //! been made is still reported in [`RateLimitOutcome`].
 //!
 //! ```
@@ -50,81 +50,12 @@ use parking_lot::RwLock;
 use crate::decision::Decision;
 use crate::http::{policy_header, Answer, RequestId, X_REQUEST_ID};
 use crate::identity::{Key, KeyError, RouteClass};
-use crate::limiter::{Limiter, Remaining, Verdict};
 use crate::profile::Profile;
 
 // ---------------------------------------------------------------------------------------------
 // The backend.
 
-/// What the layer needs from a limiter, so that the in-process [`Limiter`] and a future async
-/// (Redis) limiter plug in the same way.
-///
-/// Import it to implement it. With the trait in scope, `arc_limiter.admit(&key)` on an
-/// `Arc<Limiter>` resolves to this trait's async method (the `Arc` impl comes first in method
-/// lookup); write `Limiter::admit(&arc_limiter, &key)` there for the plain decision.
-pub trait Admission: Send + Sync + 'static {
-    /// The handle of a route class by name (resolved once per profile, not per request).
-    fn route_class(&self, name: &str) -> Option<RouteClass>;
-    /// The profile in force; the layer recompiles its routes when this changes (a reload).
-    fn profile(&self) -> Arc<Profile>;
-    /// Decides and charges one request.
-    fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send;
-    /// [`Admission::admit`], also telling what the profile computed when shadow mode let a
-    /// refused request through. The default is for backends without shadow mode.
-    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
-        let decision = self.admit(key);
-        async move {
-            let decision = decision.await;
-            Verdict {
-                decision,
-                computed: decision,
-            }
-        }
-    }
-    /// The caller's own remaining tokens, charging nothing (asked only when the profile's
-    /// `expose_remaining` is true).
-    fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Remaining> + Send;
-}
-
-impl Admission for Limiter {
-    fn route_class(&self, name: &str) -> Option<RouteClass> {
-        Limiter::route_class(self, name)
-    }
-    fn profile(&self) -> Arc<Profile> {
-        Limiter::profile(self)
-    }
-    #[inline]
-    fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send {
-        core::future::ready(Limiter::admit(self, key))
-    }
-    #[inline]
-    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
-        core::future::ready(Limiter::evaluate(self, key))
-    }
-    fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Remaining> + Send {
-        core::future::ready(Limiter::remaining(self, key))
-    }
-}
-
-impl<T: Admission> Admission for Arc<T> {
-    fn route_class(&self, name: &str) -> Option<RouteClass> {
-        (**self).route_class(name)
-    }
-    fn profile(&self) -> Arc<Profile> {
-        (**self).profile()
-    }
-    #[inline]
-    fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send {
-        (**self).admit(key)
-    }
-    #[inline]
-    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
-        (**self).evaluate(key)
-    }
-    fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Remaining> + Send {
-        (**self).remaining(key)
-    }
-}
+pub use crate::admission::Admission;
 
 // ---------------------------------------------------------------------------------------------
 // Who is calling.
@@ -717,7 +648,7 @@ where
             let key = caller.key(entry.class);
             let verdict = shared.admission.evaluate(&key).await;
             let remaining = if profile.expose_remaining {
-                Some(shared.admission.remaining(&key).await)
+                shared.admission.remaining(&key).await
             } else {
                 None
             };

@@ -329,9 +329,6 @@ impl tollgate::tower::Admission for StoreDown {
             cause: tollgate::Cause::StoreUnavailable,
         }
     }
-    async fn remaining(&self, key: &tollgate::Key<'_>) -> tollgate::Remaining {
-        Limiter::remaining(&self.0, key)
-    }
 }
 
 #[tokio::test]

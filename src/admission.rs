@@ -1,0 +1,85 @@
+//! What every limiter of the crate offers a server middleware: the embedded [`Limiter`] answers
+//! at once, the Redis backend (`redis` feature) after one round trip. The tower layer
+//! (`tower` feature) works with either through this trait.
+
+use core::future::Future;
+use std::sync::Arc;
+
+use crate::decision::Decision;
+use crate::identity::{Key, RouteClass};
+use crate::limiter::{Limiter, Remaining, Verdict};
+use crate::profile::Profile;
+
+/// An admission engine: resolve a route class once, then decide each request.
+///
+/// With the trait in scope, `arc_limiter.admit(&key)` on an `Arc<Limiter>` resolves to this
+/// trait's async method (the `Arc` impl comes first in method lookup); write
+/// `Limiter::admit(&arc_limiter, &key)` there for the plain decision.
+pub trait Admission: Send + Sync + 'static {
+    /// The handle of a route class, or `None` if the profile has no such class.
+    fn route_class(&self, name: &str) -> Option<RouteClass>;
+    /// The profile in force (a snapshot; a middleware recompiles its routes when it changes).
+    fn profile(&self) -> Arc<Profile>;
+    /// Decides one request and charges it if admitted.
+    fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send;
+    /// [`Admission::admit`], also telling what the profile computed when shadow mode let a
+    /// refused request through. The default is for backends without shadow mode.
+    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
+        let decision = self.admit(key);
+        async move {
+            let decision = decision.await;
+            Verdict {
+                decision,
+                computed: decision,
+            }
+        }
+    }
+    /// The caller's own remaining tokens, charging nothing (asked only when the profile's
+    /// `expose_remaining` is true); `None` where the backend cannot tell without a round trip
+    /// of its own, and the `RateLimit` header is then left out.
+    fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Option<Remaining>> + Send {
+        let _ = key;
+        core::future::ready(None)
+    }
+}
+
+impl Admission for Limiter {
+    fn route_class(&self, name: &str) -> Option<RouteClass> {
+        Limiter::route_class(self, name)
+    }
+    fn profile(&self) -> Arc<Profile> {
+        Limiter::profile(self)
+    }
+    /// Decided before the future is returned: it is ready at once.
+    #[inline]
+    fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send {
+        core::future::ready(Limiter::admit(self, key))
+    }
+    #[inline]
+    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
+        core::future::ready(Limiter::evaluate(self, key))
+    }
+    fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Option<Remaining>> + Send {
+        core::future::ready(Some(Limiter::remaining(self, key)))
+    }
+}
+
+impl<T: Admission> Admission for Arc<T> {
+    fn route_class(&self, name: &str) -> Option<RouteClass> {
+        (**self).route_class(name)
+    }
+    fn profile(&self) -> Arc<Profile> {
+        (**self).profile()
+    }
+    #[inline]
+    fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send {
+        (**self).admit(key)
+    }
+    #[inline]
+    fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
+        (**self).evaluate(key)
+    }
+    fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Option<Remaining>> + Send {
+        (**self).remaining(key)
+    }
+}
