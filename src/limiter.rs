@@ -262,11 +262,15 @@ impl Limiter {
                         bucket: short.bucket,
                     };
                     // Nothing is charged; only a debt beyond a reloaded, smaller bucket is
-                    // written down as the clamp (never under unchanged limits).
-                    if tats_now == tats {
+                    // written down as the clamp (never under unchanged limits). Clamped at a
+                    // fresh clock reading: `now` may predate a concurrent admit that left the
+                    // TAT up to `tau` past *its* clock, and clamping to a stale `now` would
+                    // erase that debt (loom: `stale_clock_reading_never_returns_credit`).
+                    let clamped = limits.clamp(tats, self.now().max(now));
+                    if clamped == tats {
                         Apply::Keep(throttle)
                     } else {
-                        Apply::Write(tats_now, throttle)
+                        Apply::Write(clamped, throttle)
                     }
                 }
             }
