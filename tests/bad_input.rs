@@ -58,13 +58,22 @@ fn profile_from_yaml_refuses_empty_huge_and_out_of_range() {
     refused(&valid("8", "1", "\"\""), "per");
     refused(&valid("8", "1", "1.5s"), "per");
     // Structure.
-    refused("name: t\nidentities: { capacity: 8 }\nroute_classes: {}\n", "route_classes");
+    refused(
+        "name: t\nidentities: { capacity: 8 }\nroute_classes: {}\n",
+        "route_classes",
+    );
     refused(
         &format!("{}unknown_field: 1\n", valid("8", "1", "1s")),
         "unknown_field",
     );
-    refused(&valid("8", "1", "1s").replace("name: t", "name: \"\""), "name");
-    let dup = format!("{}  c:\n    burst: {{ tokens: 1, per: 1s }}\n    sustained: {{ tokens: 1, per: 1s }}\n", valid("8", "1", "1s"));
+    refused(
+        &valid("8", "1", "1s").replace("name: t", "name: \"\""),
+        "name",
+    );
+    let dup = format!(
+        "{}  c:\n    burst: {{ tokens: 1, per: 1s }}\n    sustained: {{ tokens: 1, per: 1s }}\n",
+        valid("8", "1", "1s")
+    );
     refused(&dup, "c");
     let share = |s: &str| {
         format!(
@@ -92,7 +101,10 @@ fn profile_from_yaml_refuses_deep_nesting_quickly() {
     let start = std::time::Instant::now();
     assert!(Profile::from_yaml(&src).is_err());
     let took = start.elapsed();
-    assert!(took < std::time::Duration::from_millis(500), "took {took:?}");
+    assert!(
+        took < std::time::Duration::from_millis(500),
+        "took {took:?}"
+    );
 }
 
 #[test]
@@ -126,15 +138,36 @@ fn period_parse_refuses_everything_but_an_integer_and_a_unit() {
     let huge_digits = format!("{}s", "9".repeat(MIB));
     let huge_zeros = format!("{}1s", "0".repeat(MIB));
     for bad in [
-        "", "1", "s", "ms", "-1s", "+1s", "1.5s", "0ms", "0s", "367d", "8785h", " 1s", "1s ", "1S",
-        "1sec", "1 s", "１s", "18446744073709551615ms", "18446744073709551616s",
-        &huge_digits, "\u{0}",
+        "",
+        "1",
+        "s",
+        "ms",
+        "-1s",
+        "+1s",
+        "1.5s",
+        "0ms",
+        "0s",
+        "367d",
+        "8785h",
+        " 1s",
+        "1s ",
+        "1S",
+        "1sec",
+        "1 s",
+        "１s",
+        "18446744073709551615ms",
+        "18446744073709551616s",
+        &huge_digits,
+        "\u{0}",
     ] {
         let e = Period::parse(bad).expect_err(&bad[..bad.len().min(40)]);
         assert!(e.contains("invalid duration"), "{e}");
     }
     // Leading zeros are still an integer.
-    assert_eq!(Period::parse(&huge_zeros).unwrap().as_nanos(), 1_000_000_000);
+    assert_eq!(
+        Period::parse(&huge_zeros).unwrap().as_nanos(),
+        1_000_000_000
+    );
 }
 
 #[test]
@@ -145,12 +178,19 @@ fn keys_refuse_empty_and_too_long_ids_and_charge_nothing() {
     let over = "x".repeat(MAX_ID_LEN + 1);
     let huge = "x".repeat(MIB);
     assert_eq!(Key::authenticated("", "p", c), Err(KeyError::EmptyTenant));
-    assert_eq!(Key::authenticated("t", "", c), Err(KeyError::EmptyPrincipal));
+    assert_eq!(
+        Key::authenticated("t", "", c),
+        Err(KeyError::EmptyPrincipal)
+    );
     assert_eq!(Key::authenticated("", "", c), Err(KeyError::EmptyTenant));
     assert_eq!(Key::authenticated(&over, "p", c), Err(KeyError::TooLong));
     assert_eq!(Key::authenticated("t", &over, c), Err(KeyError::TooLong));
     assert_eq!(Key::authenticated(&huge, &huge, c), Err(KeyError::TooLong));
-    for e in [KeyError::EmptyTenant, KeyError::EmptyPrincipal, KeyError::TooLong] {
+    for e in [
+        KeyError::EmptyTenant,
+        KeyError::EmptyPrincipal,
+        KeyError::TooLong,
+    ] {
         assert!(!e.to_string().is_empty());
     }
     // The longest ids are keys, and distinct ones.
@@ -165,13 +205,22 @@ fn keys_refuse_empty_and_too_long_ids_and_charge_nothing() {
 fn key_secret_refuses_only_the_empty_secret() {
     let p = common::profile(8, &[(1, 1_000, 10, 60_000)]);
     assert_eq!(
-        Limiter::builder(p.clone()).key_secret(b"").build().unwrap_err(),
+        Limiter::builder(p.clone())
+            .key_secret(b"")
+            .build()
+            .unwrap_err(),
         BuildError::EmptySecret
     );
     assert!(!BuildError::EmptySecret.to_string().is_empty());
     let huge = vec![0xffu8; MIB];
-    assert!(Limiter::builder(p.clone()).key_secret(&huge).build().is_ok());
-    assert!(Limiter::builder(p).key_secret(b"\xff\x00\xfe").build().is_ok());
+    assert!(Limiter::builder(p.clone())
+        .key_secret(&huge)
+        .build()
+        .is_ok());
+    assert!(Limiter::builder(p)
+        .key_secret(b"\xff\x00\xfe")
+        .build()
+        .is_ok());
 }
 
 #[test]
@@ -182,13 +231,18 @@ fn refused_reloads_change_nothing() {
              burst: {{ tokens: 2, per: 1s }}\n    sustained: {{ tokens: 10, per: 1h }}\n{extra}"
         )
     };
-    let b_class = "  b:\n    burst: { tokens: 9, per: 1s }\n    sustained: { tokens: 9, per: 1s }\n";
+    let b_class =
+        "  b:\n    burst: { tokens: 9, per: 1s }\n    sustained: { tokens: 9, per: 1s }\n";
     let base = Profile::from_yaml(&yaml(64, b_class)).unwrap();
     let (limiter, _mock) = mock_limiter(base.clone());
     let a = limiter.route_class("a").unwrap();
     let key = Key::authenticated("t", "p", a).unwrap();
     assert_eq!(limiter.admit(&key), Decision::Admit);
-    let before = (limiter.profile(), limiter.remaining(&key), limiter.published_limits());
+    let before = (
+        limiter.profile(),
+        limiter.remaining(&key),
+        limiter.published_limits(),
+    );
     let refusals = [
         // Drops class b.
         (yaml(64, ""), "route_classes.b"),
@@ -196,14 +250,23 @@ fn refused_reloads_change_nothing() {
         (yaml(65, b_class), "identities.capacity"),
         // Changes the anonymous prefixes.
         (
-            yaml(64, &format!("{b_class}anonymous: {{ ipv4_prefix: 16, ipv6_prefix: 56 }}\n")),
+            yaml(
+                64,
+                &format!("{b_class}anonymous: {{ ipv4_prefix: 16, ipv6_prefix: 56 }}\n"),
+            ),
             "anonymous",
         ),
     ];
     for (src, needle) in refusals {
-        let e = limiter.reload(Profile::from_yaml(&src).unwrap()).unwrap_err();
+        let e = limiter
+            .reload(Profile::from_yaml(&src).unwrap())
+            .unwrap_err();
         assert!(e.message().contains(needle), "{e}");
-        let after = (limiter.profile(), limiter.remaining(&key), limiter.published_limits());
+        let after = (
+            limiter.profile(),
+            limiter.remaining(&key),
+            limiter.published_limits(),
+        );
         assert_eq!(after, before);
         assert_eq!(*limiter.profile(), base);
     }
@@ -222,19 +285,44 @@ fn parse_retry_after_refuses_what_is_not_a_delay_or_a_date() {
     let huge_spaces = " ".repeat(MIB);
     let huge_zeros = format!("{}7", "0".repeat(MIB));
     assert_eq!(parse_retry_after(&huge_digits, now), Some(MAX_RETRY_AFTER));
-    assert_eq!(parse_retry_after(&huge_zeros, now), Some(Duration::from_secs(7)));
+    assert_eq!(
+        parse_retry_after(&huge_zeros, now),
+        Some(Duration::from_secs(7))
+    );
     assert_eq!(parse_retry_after("0", now), Some(Duration::ZERO));
     let garbage = "a".repeat(MIB);
     for bad in [
-        "", " ", "\t", &huge_spaces, &garbage, "-1", "+1", "1.5", "1e3", "0x10", "１", "1 2",
-        "Sun, 06 Nov 1994 08:49:37 GMT junk", "Sun, 31 Feb 1994 08:49:37 GMT",
-        "Mon, 06 Nov 1994 08:49:37 GMT", "Sun, 06 Nov 1994 24:00:00 GMT", "\u{0}",
+        "",
+        " ",
+        "\t",
+        &huge_spaces,
+        &garbage,
+        "-1",
+        "+1",
+        "1.5",
+        "1e3",
+        "0x10",
+        "１",
+        "1 2",
+        "Sun, 06 Nov 1994 08:49:37 GMT junk",
+        "Sun, 31 Feb 1994 08:49:37 GMT",
+        "Mon, 06 Nov 1994 08:49:37 GMT",
+        "Sun, 06 Nov 1994 24:00:00 GMT",
+        "\u{0}",
     ] {
-        assert_eq!(parse_retry_after(bad, now), None, "{:?}", &bad[..bad.len().min(40)]);
+        assert_eq!(
+            parse_retry_after(bad, now),
+            None,
+            "{:?}",
+            &bad[..bad.len().min(40)]
+        );
     }
     // Any `now`, even before the epoch, is fine.
     let before_epoch = UNIX_EPOCH - Duration::from_secs(1 << 40);
-    assert_eq!(parse_retry_after("5", before_epoch), Some(Duration::from_secs(5)));
+    assert_eq!(
+        parse_retry_after("5", before_epoch),
+        Some(Duration::from_secs(5))
+    );
     let _ = parse_retry_after("Sun, 06 Nov 1994 08:49:37 GMT", SystemTime::UNIX_EPOCH);
 }
 
@@ -267,7 +355,15 @@ mod ffi {
         let mut out = SENTINEL;
         // SAFETY: valid buffers and out pointer.
         let r = unsafe {
-            tg_admit(l, t.as_ptr().cast(), t.len(), p.as_ptr().cast(), p.len(), class, &mut out)
+            tg_admit(
+                l,
+                t.as_ptr().cast(),
+                t.len(),
+                p.as_ptr().cast(),
+                p.len(),
+                class,
+                &mut out,
+            )
         };
         (r, out)
     }
@@ -279,21 +375,45 @@ mod ffi {
         // SAFETY: every pointer is NULL or valid for its length; the overflowing lengths are
         // refused before anything is read.
         unsafe {
-            assert_eq!(tg_limiter_new_from_yaml(core::ptr::null(), 0, &mut out), tg_result::NullArgument);
-            assert_eq!(tg_limiter_new_from_yaml(YAML.as_ptr().cast(), YAML.len(), core::ptr::null_mut()), tg_result::NullArgument);
-            assert_eq!(tg_limiter_new_from_yaml(YAML.as_ptr().cast(), usize::MAX, &mut out), tg_result::LengthOverflow);
-            assert_eq!(tg_limiter_new_from_yaml(b"\xff\xfe".as_ptr().cast(), 2, &mut out), tg_result::InvalidUtf8);
-            assert_eq!(tg_limiter_new_from_yaml(b"".as_ptr().cast(), 0, &mut out), tg_result::InvalidProfile);
-            assert_eq!(tg_limiter_new_from_yaml(huge.as_ptr().cast(), huge.len(), &mut out), tg_result::InvalidProfile);
+            assert_eq!(
+                tg_limiter_new_from_yaml(core::ptr::null(), 0, &mut out),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_limiter_new_from_yaml(YAML.as_ptr().cast(), YAML.len(), core::ptr::null_mut()),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_limiter_new_from_yaml(YAML.as_ptr().cast(), usize::MAX, &mut out),
+                tg_result::LengthOverflow
+            );
+            assert_eq!(
+                tg_limiter_new_from_yaml(b"\xff\xfe".as_ptr().cast(), 2, &mut out),
+                tg_result::InvalidUtf8
+            );
+            assert_eq!(
+                tg_limiter_new_from_yaml(b"".as_ptr().cast(), 0, &mut out),
+                tg_result::InvalidProfile
+            );
+            assert_eq!(
+                tg_limiter_new_from_yaml(huge.as_ptr().cast(), huge.len(), &mut out),
+                tg_result::InvalidProfile
+            );
             let mut err: tg_profile_error = core::mem::zeroed();
             let bad = YAML.replace("tokens: 1,", "tokens: 0,");
-            assert_eq!(tg_limiter_new_from_yaml_err(bad.as_ptr().cast(), bad.len(), &mut err, &mut out), tg_result::InvalidProfile);
+            assert_eq!(
+                tg_limiter_new_from_yaml_err(bad.as_ptr().cast(), bad.len(), &mut err, &mut out),
+                tg_result::InvalidProfile
+            );
             assert!(err.message_len > 0 && err.message_len < TG_PROFILE_ERROR_MESSAGE_CAPACITY);
             assert!(err.line > 0);
             // A message longer than the buffer: `message_len` is the whole length (as
             // documented) and `message` a truncated copy, NUL-terminated within the buffer.
             let long = format!("{}: 1\n", "k".repeat(MIB));
-            assert_eq!(tg_limiter_new_from_yaml_err(long.as_ptr().cast(), long.len(), &mut err, &mut out), tg_result::InvalidProfile);
+            assert_eq!(
+                tg_limiter_new_from_yaml_err(long.as_ptr().cast(), long.len(), &mut err, &mut out),
+                tg_result::InvalidProfile
+            );
             assert!(err.message_len >= TG_PROFILE_ERROR_MESSAGE_CAPACITY);
             assert!(err.message.contains(&0));
             let text = std::ffi::CStr::from_ptr(err.message.as_ptr());
@@ -318,34 +438,105 @@ mod ffi {
         ];
         for (t, p, class, want) in cases {
             let (r, out) = admit(l, t, p, class);
-            assert_eq!(r, want, "{:?} {:?}", &t[..t.len().min(8)], &p[..p.len().min(8)]);
+            assert_eq!(
+                r,
+                want,
+                "{:?} {:?}",
+                &t[..t.len().min(8)],
+                &p[..p.len().min(8)]
+            );
             assert_eq!(out, SENTINEL, "nothing written on failure");
         }
         // SAFETY: NULL limiter, NULL out, NULL ids, overflowing lengths: all refused unread.
         unsafe {
             let mut out = SENTINEL;
-            assert_eq!(tg_admit(core::ptr::null(), b"t".as_ptr().cast(), 1, b"p".as_ptr().cast(), 1, 0, &mut out), tg_result::NullArgument);
-            assert_eq!(tg_admit(l, b"t".as_ptr().cast(), 1, b"p".as_ptr().cast(), 1, 0, core::ptr::null_mut()), tg_result::NullArgument);
-            assert_eq!(tg_admit(l, core::ptr::null(), 1, b"p".as_ptr().cast(), 1, 0, &mut out), tg_result::NullArgument);
-            assert_eq!(tg_admit(l, b"t".as_ptr().cast(), usize::MAX, b"p".as_ptr().cast(), 1, 0, &mut out), tg_result::LengthOverflow);
+            assert_eq!(
+                tg_admit(
+                    core::ptr::null(),
+                    b"t".as_ptr().cast(),
+                    1,
+                    b"p".as_ptr().cast(),
+                    1,
+                    0,
+                    &mut out
+                ),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_admit(
+                    l,
+                    b"t".as_ptr().cast(),
+                    1,
+                    b"p".as_ptr().cast(),
+                    1,
+                    0,
+                    core::ptr::null_mut()
+                ),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_admit(
+                    l,
+                    core::ptr::null(),
+                    1,
+                    b"p".as_ptr().cast(),
+                    1,
+                    0,
+                    &mut out
+                ),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_admit(
+                    l,
+                    b"t".as_ptr().cast(),
+                    usize::MAX,
+                    b"p".as_ptr().cast(),
+                    1,
+                    0,
+                    &mut out
+                ),
+                tg_result::LengthOverflow
+            );
             for len in [0, 3, 5, 15, 17, MIB] {
                 let ip = vec![1u8; len.max(1)];
-                assert_eq!(tg_admit_anonymous(l, ip.as_ptr(), len, 0, &mut out), tg_result::InvalidIpLength);
+                assert_eq!(
+                    tg_admit_anonymous(l, ip.as_ptr(), len, 0, &mut out),
+                    tg_result::InvalidIpLength
+                );
             }
-            assert_eq!(tg_admit_anonymous(l, core::ptr::null(), 4, 0, &mut out), tg_result::NullArgument);
-            assert_eq!(tg_admit_anonymous(l, [1u8; 4].as_ptr(), 4, u32::MAX, &mut out), tg_result::UnknownRouteClass);
+            assert_eq!(
+                tg_admit_anonymous(l, core::ptr::null(), 4, 0, &mut out),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_admit_anonymous(l, [1u8; 4].as_ptr(), 4, u32::MAX, &mut out),
+                tg_result::UnknownRouteClass
+            );
             assert_eq!(out, SENTINEL);
             let mut class = 99u32;
-            assert_eq!(tg_route_class(l, b"".as_ptr().cast(), 0, &mut class), tg_result::UnknownRouteClass);
-            assert_eq!(tg_route_class(l, huge.as_ptr().cast(), huge.len(), &mut class), tg_result::UnknownRouteClass);
-            assert_eq!(tg_route_class(l, b"\xff".as_ptr().cast(), 1, &mut class), tg_result::InvalidUtf8);
+            assert_eq!(
+                tg_route_class(l, b"".as_ptr().cast(), 0, &mut class),
+                tg_result::UnknownRouteClass
+            );
+            assert_eq!(
+                tg_route_class(l, huge.as_ptr().cast(), huge.len(), &mut class),
+                tg_result::UnknownRouteClass
+            );
+            assert_eq!(
+                tg_route_class(l, b"\xff".as_ptr().cast(), 1, &mut class),
+                tg_result::InvalidUtf8
+            );
             assert_eq!(class, 99);
         }
         // Refused admits charged nothing: the one token is still there.
         let (r, out) = admit(l, b"t", b"p", 0);
         assert_eq!((r, out.kind), (tg_result::Ok, tg_decision_kind::Admit));
         let (r, out) = admit(l, b"t", b"p", 0);
-        assert_eq!((r, out.kind, out.http_status), (tg_result::Ok, tg_decision_kind::Throttle, 429));
+        assert_eq!(
+            (r, out.kind, out.http_status),
+            (tg_result::Ok, tg_decision_kind::Throttle, 429)
+        );
         // SAFETY: the handle from `new`, freed once; NULL is a no-op.
         unsafe {
             tg_limiter_free(l);
@@ -362,13 +553,34 @@ mod ffi {
         let resized = YAML.replace("capacity: 16", "capacity: 17");
         // SAFETY: valid or NULL pointers; overflowing lengths refused unread.
         unsafe {
-            assert_eq!(tg_limiter_reload(core::ptr::null_mut(), YAML.as_ptr().cast(), YAML.len()), tg_result::NullArgument);
-            assert_eq!(tg_limiter_reload(l, core::ptr::null(), 0), tg_result::NullArgument);
-            assert_eq!(tg_limiter_reload(l, YAML.as_ptr().cast(), usize::MAX), tg_result::LengthOverflow);
-            assert_eq!(tg_limiter_reload(l, b"\xff".as_ptr().cast(), 1), tg_result::InvalidUtf8);
-            assert_eq!(tg_limiter_reload(l, b"".as_ptr().cast(), 0), tg_result::InvalidProfile);
-            assert_eq!(tg_limiter_reload(l, huge.as_ptr().cast(), huge.len()), tg_result::InvalidProfile);
-            assert_eq!(tg_limiter_reload(l, resized.as_ptr().cast(), resized.len()), tg_result::ReloadRefused);
+            assert_eq!(
+                tg_limiter_reload(core::ptr::null_mut(), YAML.as_ptr().cast(), YAML.len()),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_limiter_reload(l, core::ptr::null(), 0),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_limiter_reload(l, YAML.as_ptr().cast(), usize::MAX),
+                tg_result::LengthOverflow
+            );
+            assert_eq!(
+                tg_limiter_reload(l, b"\xff".as_ptr().cast(), 1),
+                tg_result::InvalidUtf8
+            );
+            assert_eq!(
+                tg_limiter_reload(l, b"".as_ptr().cast(), 0),
+                tg_result::InvalidProfile
+            );
+            assert_eq!(
+                tg_limiter_reload(l, huge.as_ptr().cast(), huge.len()),
+                tg_result::InvalidProfile
+            );
+            assert_eq!(
+                tg_limiter_reload(l, resized.as_ptr().cast(), resized.len()),
+                tg_result::ReloadRefused
+            );
         }
         // Nothing changed: the spent token is still spent.
         let (r, out) = admit(l, b"t", b"p", 0);
@@ -378,15 +590,33 @@ mod ffi {
         let mut n = 7usize;
         // SAFETY: `buf` holds the lengths given (or more); NULLs are refused.
         unsafe {
-            assert_eq!(tg_error_message(7000, buf.as_mut_ptr(), 0, &mut n), tg_result::BufferTooSmall);
-            assert_eq!(tg_error_message(7000, buf.as_mut_ptr(), 1, &mut n), tg_result::BufferTooSmall);
+            assert_eq!(
+                tg_error_message(7000, buf.as_mut_ptr(), 0, &mut n),
+                tg_result::BufferTooSmall
+            );
+            assert_eq!(
+                tg_error_message(7000, buf.as_mut_ptr(), 1, &mut n),
+                tg_result::BufferTooSmall
+            );
             assert_eq!(n, 7);
             assert_eq!(buf[0], 0x55, "nothing written on failure");
-            assert_eq!(tg_error_message(7000, core::ptr::null_mut(), 10, &mut n), tg_result::NullArgument);
-            assert_eq!(tg_error_message(7000, buf.as_mut_ptr(), buf.len(), core::ptr::null_mut()), tg_result::NullArgument);
-            assert_eq!(tg_error_message(7000, buf.as_mut_ptr(), usize::MAX, &mut n), tg_result::LengthOverflow);
+            assert_eq!(
+                tg_error_message(7000, core::ptr::null_mut(), 10, &mut n),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_error_message(7000, buf.as_mut_ptr(), buf.len(), core::ptr::null_mut()),
+                tg_result::NullArgument
+            );
+            assert_eq!(
+                tg_error_message(7000, buf.as_mut_ptr(), usize::MAX, &mut n),
+                tg_result::LengthOverflow
+            );
             for code in [0, 1, 6999, 7000, 7999, u32::MAX] {
-                assert_eq!(tg_error_message(code, buf.as_mut_ptr(), buf.len(), &mut n), tg_result::Ok);
+                assert_eq!(
+                    tg_error_message(code, buf.as_mut_ptr(), buf.len(), &mut n),
+                    tg_result::Ok
+                );
                 assert!(n > 0 && n < buf.len() && buf[n] == 0);
             }
             tg_limiter_free(l);

@@ -104,8 +104,14 @@ fn key_flood_fails_closed_and_never_resets_live_identities() {
             busy += 1;
         }
     }
-    eprintln!("after the refill: {late_admitted} of {} new identities admitted", CAPACITY / 4);
-    assert!(late_admitted > CAPACITY / 8, "refilled slots were not reclaimed");
+    eprintln!(
+        "after the refill: {late_admitted} of {} new identities admitted",
+        CAPACITY / 4
+    );
+    assert!(
+        late_admitted > CAPACITY / 8,
+        "refilled slots were not reclaimed"
+    );
     // And every live identity is still exactly where the model has it.
     for who in &live {
         step(&mut model, who, now, busy);

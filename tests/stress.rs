@@ -48,7 +48,10 @@ fn hot_identity_two_threads_respects_both_buckets() {
                     match limiter.admit(&key) {
                         Decision::Admit => admitted += 1,
                         Decision::Throttle { retry_after, .. } => {
-                            assert!(retry_after <= Duration::from_secs(10) / 300 + Duration::from_millis(5));
+                            assert!(
+                                retry_after
+                                    <= Duration::from_secs(10) / 300 + Duration::from_millis(5)
+                            );
                             throttled += 1
                         }
                         d => panic!("{d:?}"),
@@ -70,7 +73,10 @@ fn hot_identity_two_threads_respects_both_buckets() {
          {burst}, sustained {sustained}"
     );
     assert!(admitted <= burst, "{admitted} > burst bound {burst}");
-    assert!(admitted <= sustained, "{admitted} > sustained bound {sustained}");
+    assert!(
+        admitted <= sustained,
+        "{admitted} > sustained bound {sustained}"
+    );
     // The sustained bucket is the binding one: its full credit is surely spent in 5 s.
     assert!(admitted >= 300, "only {admitted} admitted");
     assert!(throttled > 0);
@@ -89,7 +95,12 @@ fn moving_clock_two_threads_never_over_admit() {
     .unwrap();
     for round in 0..10 {
         let (clock, mock) = tollgate::quanta::Clock::mock();
-        let limiter = Arc::new(Limiter::builder(profile.clone()).clock(clock).build().unwrap());
+        let limiter = Arc::new(
+            Limiter::builder(profile.clone())
+                .clock(clock)
+                .build()
+                .unwrap(),
+        );
         let c = limiter.route_class("c").unwrap();
         let done = Arc::new(AtomicBool::new(false));
         let threads: Vec<_> = (0..2)
@@ -111,13 +122,19 @@ fn moving_clock_two_threads_never_over_admit() {
         }
         done.store(true, Ordering::Relaxed);
         let admitted: u64 = threads.into_iter().map(|t| t.join().unwrap()).sum();
-        assert!(admitted <= 60, "round {round}: {admitted} admitted in 200 ms, bound 60");
+        assert!(
+            admitted <= 60,
+            "round {round}: {admitted} admitted in 200 ms, bound 60"
+        );
     }
 }
 
 fn example() -> Profile {
-    Profile::from_path(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/profiles/example.yaml"))
-        .unwrap()
+    Profile::from_path(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/profiles/example.yaml"
+    ))
+    .unwrap()
 }
 
 /// The example profile with every burst bucket's tokens multiplied by `factor` (through YAML,
@@ -145,8 +162,12 @@ fn many_identities(
     reloads: Option<Box<dyn FnMut() + Send>>,
 ) -> (Counts, Duration) {
     let names = ["read", "write", "registration", "expensive"];
-    let classes: Vec<_> = names.iter().map(|n| limiter.route_class(n).unwrap()).collect();
-    let tenant_names: Arc<Vec<String>> = Arc::new((0..TENANTS).map(|t| format!("tenant-{t}")).collect());
+    let classes: Vec<_> = names
+        .iter()
+        .map(|n| limiter.route_class(n).unwrap())
+        .collect();
+    let tenant_names: Arc<Vec<String>> =
+        Arc::new((0..TENANTS).map(|t| format!("tenant-{t}")).collect());
     let check = Arc::new(check);
     let done = Arc::new(AtomicBool::new(false));
     let start = Instant::now();
@@ -164,8 +185,12 @@ fn many_identities(
     });
     let threads: Vec<_> = (0..2)
         .map(|seed| {
-            let (limiter, classes, tenants, check) =
-                (limiter.clone(), classes.clone(), tenant_names.clone(), check.clone());
+            let (limiter, classes, tenants, check) = (
+                limiter.clone(),
+                classes.clone(),
+                tenant_names.clone(),
+                check.clone(),
+            );
             std::thread::spawn(move || {
                 let mut rng = SmallRng::seed_from_u64(seed);
                 let mut counts = Counts::new();
@@ -178,7 +203,8 @@ fn many_identities(
                     );
                     principal.clear();
                     principal.push_str(&format!("user-{p}"));
-                    let key = Key::authenticated(&tenants[t as usize], &principal, classes[c]).unwrap();
+                    let key =
+                        Key::authenticated(&tenants[t as usize], &principal, classes[c]).unwrap();
                     let d = limiter.admit(&key);
                     check(c, d);
                     if d.is_admit() {
@@ -220,7 +246,12 @@ fn limits(p: &Profile) -> Vec<(u64, Duration, u64, Duration)> {
         .iter()
         .map(|n| {
             let l = p.route_class(n).unwrap();
-            (l.burst.tokens.0, l.burst.per.0, l.sustained.tokens.0, l.sustained.per.0)
+            (
+                l.burst.tokens.0,
+                l.burst.per.0,
+                l.sustained.tokens.0,
+                l.sustained.per.0,
+            )
         })
         .collect()
 }
@@ -235,7 +266,10 @@ fn many_identities_two_threads_stay_within_their_buckets() {
         limiter,
         move |c, d| match d {
             Decision::Admit => {}
-            Decision::Throttle { retry_after, bucket } => {
+            Decision::Throttle {
+                retry_after,
+                bucket,
+            } => {
                 let (bt, bp, st, sp) = lim2[c];
                 let t = match bucket {
                     BucketKind::Burst => bp.as_nanos().div_ceil(u128::from(bt)),
@@ -248,7 +282,10 @@ fn many_identities_two_threads_stay_within_their_buckets() {
         None,
     );
     let admitted: u64 = counts.values().sum();
-    eprintln!("{} identities admitted, {admitted} admissions in {elapsed:?}", counts.len());
+    eprintln!(
+        "{} identities admitted, {admitted} admissions in {elapsed:?}",
+        counts.len()
+    );
     assert!(counts.len() > 10_000);
     for ((t, p, c), n) in counts {
         let (bt, bp, st, sp) = lim[c];
@@ -279,7 +316,10 @@ fn many_identities_while_reloading_every_10ms() {
             Decision::Admit => {}
             // A wait one of the two profiles can give: at most that bucket's emission interval
             // under one of them.
-            Decision::Throttle { retry_after, bucket } => {
+            Decision::Throttle {
+                retry_after,
+                bucket,
+            } => {
                 let ok = [la2[c], lb2[c]].iter().any(|&(bt, bp, st, sp)| {
                     let t = match bucket {
                         BucketKind::Burst => bp.as_nanos().div_ceil(u128::from(bt)),

@@ -155,7 +155,11 @@ pub fn check(data: &[u8]) {
                 assert_eq!(limiter.peek(&key), predicted, "peek {k} {c} at {now}");
                 let want = model_admit(&mut model, (k, c), specs[c], now, true);
                 let got = limiter.admit(&key);
-                assert_eq!(got, want, "admit {} class {c} at {now} ns, specs {specs:?}", KEYS[k]);
+                assert_eq!(
+                    got, want,
+                    "admit {} class {c} at {now} ns, specs {specs:?}",
+                    KEYS[k]
+                );
             }
         }
     }

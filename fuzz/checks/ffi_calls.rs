@@ -43,7 +43,11 @@ impl<'a> Bytes<'a> {
 }
 
 fn code(r: tg_result) -> tg_result {
-    assert!(tg_result::from_u32(r as u32).is_some(), "unknown result {}", r as u32);
+    assert!(
+        tg_result::from_u32(r as u32).is_some(),
+        "unknown result {}",
+        r as u32
+    );
     assert_ne!(r, tg_result::Panic, "a call panicked");
     r
 }

@@ -45,7 +45,11 @@ pub fn check(data: &[u8]) {
     check_value(value, now, got);
     // The same value at a fixed, ordinary `now` as well.
     let fixed = UNIX_EPOCH + Duration::from_secs(1_780_000_000);
-    check_value(value, fixed, tollgate::client::parse_retry_after(value, fixed));
+    check_value(
+        value,
+        fixed,
+        tollgate::client::parse_retry_after(value, fixed),
+    );
 }
 
 fn check_value(value: &str, now: SystemTime, got: Option<Duration>) {
@@ -53,6 +57,9 @@ fn check_value(value: &str, now: SystemTime, got: Option<Duration>) {
         assert_eq!(got, Some(want), "delay-seconds {value:?}");
     }
     if let Some(d) = got {
-        assert!(d <= tollgate::client::MAX_RETRY_AFTER, "{value:?} at {now:?}: {d:?}");
+        assert!(
+            d <= tollgate::client::MAX_RETRY_AFTER,
+            "{value:?} at {now:?}: {d:?}"
+        );
     }
 }

@@ -146,7 +146,10 @@ fn stale_clock_reading_never_returns_credit() {
         let a = a.join().unwrap();
         let c = admit(&l, "hot").is_admit();
         let admitted = 1 + [a, b, c].into_iter().filter(|x| *x).count();
-        assert!(admitted <= 2, "{admitted} admitted by 1 s (a {a}, b {b}, c {c})");
+        assert!(
+            admitted <= 2,
+            "{admitted} admitted by 1 s (a {a}, b {b}, c {c})"
+        );
     });
 }
 

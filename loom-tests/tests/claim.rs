@@ -104,7 +104,11 @@ fn full_window_reclaim_races_two_claims() {
             other => panic!("the reclaimable slot went to nobody: {other:?}"),
         };
         assert_eq!(l.remaining(&key(&l, winner)).burst, 1);
-        assert_eq!(l.remaining(&key(&l, loser)).burst, 2, "the loser charged nothing");
+        assert_eq!(
+            l.remaining(&key(&l, loser)).burst,
+            2,
+            "the loser charged nothing"
+        );
         assert_eq!(l.remaining(&key(&l, "w")).burst, 0, "w was never reset");
         assert!(matches!(l.admit(&key(&l, "w")), Decision::Throttle { .. }));
         assert_eq!(l.admit(&key(&l, "x")), TABLE_FULL);
