@@ -95,7 +95,7 @@ fn key_flood_fails_closed_and_never_resets_live_identities() {
     // Busy now: the live identities and the flood identities that came back often enough to
     // still owe (their comebacks were admitted as the model says); everything else refilled.
     let mut busy = model.busy_identities(now, ("", usize::MAX));
-    assert!(busy >= LIVE && busy < CAPACITY / 2 + LIVE, "{busy}");
+    assert!((LIVE..CAPACITY / 2 + LIVE).contains(&busy), "{busy}");
     let mut late_admitted = 0;
     for i in 0..CAPACITY / 4 {
         let who = format!("late-{i}");
