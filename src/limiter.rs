@@ -268,11 +268,20 @@ impl Limiter {
                         bucket: short.bucket,
                     };
                     // Nothing is charged; only a debt beyond a reloaded, smaller bucket is
-                    // written down as the clamp (never under unchanged limits).
+                    // written down as the clamp (never under unchanged limits). Written at a
+                    // fresh clock reading: `now` may predate a concurrent admit that left the
+                    // TAT up to `tau` past *its* clock, and clamping to a stale `now` would
+                    // erase that debt (loom: `stale_clock_reading_never_returns_credit`). The
+                    // clamp only grows with the time, so the clock is read again only when the
+                    // stale one would have changed something.
                     if tats_now == tats {
+                        return Apply::Keep(throttle);
+                    }
+                    let clamped = limits.clamp(tats, self.now().max(now));
+                    if clamped == tats {
                         Apply::Keep(throttle)
                     } else {
-                        Apply::Write(tats_now, throttle)
+                        Apply::Write(clamped, throttle)
                     }
                 }
             }

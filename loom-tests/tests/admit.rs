@@ -119,3 +119,45 @@ fn reclaim_races_an_admit_of_the_old_identity() {
         }
     });
 }
+
+/// A clock reading that went stale before the admit reached the state word must not hand
+/// credit back. Burst 1 token a second. At 0 one admission (the bucket is empty until 1 s).
+/// Thread `a` admits while the main thread moves the clock to 1 s and admits, then admits once
+/// more after `a` is done. If `a` read the clock at 0 and its CAS comes after the main thread's
+/// admission at 1 s, the word's TAT is 2 s, a full bucket ahead of `a`'s stale `now`; clamping
+/// it to `now + tau` (the reload clamp) and writing that down would erase a token of debt and
+/// let a third admission through by 1 s. At most `1 + floor(1 s / 1 s) = 2` are admitted.
+///
+/// (The clock is quanta's mock, a std atomic: loom does not preempt at the clock read itself,
+/// but it does between the read and the table's loads and CASes, which is the race.)
+#[test]
+fn stale_clock_reading_never_returns_credit() {
+    let p = profile_per(1, "1s");
+    loom::model(move || {
+        let (l, mock) = limiter(&p);
+        assert_eq!(admit(&l, "hot"), Decision::Admit);
+        let l2 = l.clone();
+        let a = thread::spawn(move || admit(&l2, "hot").is_admit());
+        // A scheduling point, so that `a` may run (and read the clock) before the clock moves:
+        // spawning is not one, and the mock clock is not a loom atomic.
+        thread::yield_now();
+        mock.increment(Duration::from_secs(1));
+        let b = admit(&l, "hot").is_admit();
+        let a = a.join().unwrap();
+        let c = admit(&l, "hot").is_admit();
+        let admitted = 1 + [a, b, c].into_iter().filter(|x| *x).count();
+        assert!(
+            admitted <= 2,
+            "{admitted} admitted by 1 s (a {a}, b {b}, c {c})"
+        );
+    });
+}
+
+/// A class `c` of `burst` tokens per `per`, with a large sustained bucket.
+fn profile_per(burst: u32, per: &str) -> Profile {
+    Profile::from_yaml(&format!(
+        "name: loom\nidentities: {{ capacity: 4 }}\nroute_classes:\n  c:\n    \
+         burst: {{ tokens: {burst}, per: {per} }}\n    sustained: {{ tokens: 100, per: 1s }}\n"
+    ))
+    .unwrap()
+}

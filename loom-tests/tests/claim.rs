@@ -1,0 +1,116 @@
+//! loom models of the table's claim and reclaim protocol over the real code (`src/table.rs`
+//! through the `sync` shim): different new identities racing for the same slot, and a full
+//! window whose one reclaimable slot two claimers want at once.
+//!
+//! Run: `loom-tests/run.sh` (see `admit.rs`). Homes are fixed by the fixed key secret.
+#![cfg(tollgate_loom)]
+
+use std::time::Duration;
+
+use loom::sync::Arc;
+use loom::thread;
+use tollgate::quanta::Clock;
+use tollgate::{Cause, Decision, Key, Limiter, Profile};
+
+/// Burst `burst` tokens per `burst` seconds (one token a second), a large sustained bucket.
+fn profile(capacity: u32, burst: u32) -> Profile {
+    Profile::from_yaml(&format!(
+        "name: loom\nidentities: {{ capacity: {capacity} }}\nroute_classes:\n  c:\n    \
+         burst: {{ tokens: {burst}, per: {burst}s }}\n    sustained: {{ tokens: 100, per: 1s }}\n"
+    ))
+    .unwrap()
+}
+
+fn limiter(p: &Profile) -> (Arc<Limiter>, std::sync::Arc<tollgate::quanta::Mock>) {
+    let (clock, mock) = Clock::mock();
+    let l = Limiter::builder(p.clone())
+        .clock(clock)
+        .key_secret(b"loom")
+        .build()
+        .unwrap();
+    (Arc::new(l), mock)
+}
+
+fn key(l: &Limiter, who: &'static str) -> Key<'static> {
+    Key::authenticated("t", who, l.route_class("c").unwrap()).unwrap()
+}
+
+const TABLE_FULL: Decision = Decision::Unavailable {
+    retry_after: None,
+    cause: Cause::TableFull,
+};
+
+/// Two slots, all empty; two *different* new identities are admitted at once. Whatever the
+/// interleaving of their scans, slot CASes, claim-counter commits and publishes, both are
+/// admitted, each gets a slot of its own, and each later has exactly its own state (burst 3,
+/// one token spent each: two left each; a merged identity would have one left, or lose one
+/// admission), and the table is then full (a third identity is refused, `TableFull`).
+///
+/// The model runs for the three pairs of three identities: two slots means two homes, so at
+/// least one pair shares its home and races for the very same empty slot and the same claim
+/// counter (the others race on each other's slot during the scan).
+#[test]
+fn two_new_identities_claim_empty_slots_at_once() {
+    let p = profile(2, 3);
+    for (a, b, third) in [("a", "b", "c"), ("a", "c", "b"), ("b", "c", "a")] {
+        let p = p.clone();
+        loom::model(move || {
+            let (l, _mock) = limiter(&p);
+            let spawn = |who: &'static str| {
+                let l = l.clone();
+                thread::spawn(move || l.admit(&key(&l, who)))
+            };
+            let (ta, tb) = (spawn(a), spawn(b));
+            assert_eq!(ta.join().unwrap(), Decision::Admit);
+            assert_eq!(tb.join().unwrap(), Decision::Admit);
+            assert_eq!(l.remaining(&key(&l, a)).burst, 2, "{a} has its own state");
+            assert_eq!(l.remaining(&key(&l, b)).burst, 2, "{b} has its own state");
+            assert_eq!(l.admit(&key(&l, third)), TABLE_FULL);
+        });
+    }
+}
+
+/// Two slots (so every identity's window is the whole table): `x` has refilled to full, `w` is
+/// live. Two new identities `y` and `z` arrive at once while `w` is admitted again. Both see
+/// `x`'s slot as the only reclaimable one; exactly one of them gets it (and is charged), the
+/// other finds nothing (`TableFull`, fail closed) and left no trace; `w`'s state is never reset
+/// (its three admissions are all counted); `x` comes back as a new identity and finds no slot.
+#[test]
+fn full_window_reclaim_races_two_claims() {
+    let p = profile(2, 2);
+    loom::model(move || {
+        let (l, mock) = limiter(&p);
+        assert_eq!(l.admit(&key(&l, "x")), Decision::Admit);
+        assert_eq!(l.admit(&key(&l, "w")), Decision::Admit);
+        // At 1 s `x` is full again (one token a second); `w` is charged again and stays live.
+        mock.increment(Duration::from_secs(1));
+        assert_eq!(l.admit(&key(&l, "w")), Decision::Admit);
+        let spawn = |who: &'static str| {
+            let l = l.clone();
+            thread::spawn(move || l.admit(&key(&l, who)))
+        };
+        let (ty, tz) = (spawn("y"), spawn("z"));
+        assert_eq!(l.admit(&key(&l, "w")), Decision::Admit, "w keeps its slot");
+        let (y, z) = (ty.join().unwrap(), tz.join().unwrap());
+        let (winner, loser) = match (y, z) {
+            (Decision::Admit, d) => {
+                assert_eq!(d, TABLE_FULL);
+                ("y", "z")
+            }
+            (d, Decision::Admit) => {
+                assert_eq!(d, TABLE_FULL);
+                ("z", "y")
+            }
+            other => panic!("the reclaimable slot went to nobody: {other:?}"),
+        };
+        assert_eq!(l.remaining(&key(&l, winner)).burst, 1);
+        assert_eq!(
+            l.remaining(&key(&l, loser)).burst,
+            2,
+            "the loser charged nothing"
+        );
+        assert_eq!(l.remaining(&key(&l, "w")).burst, 0, "w was never reset");
+        assert!(matches!(l.admit(&key(&l, "w")), Decision::Throttle { .. }));
+        assert_eq!(l.admit(&key(&l, "x")), TABLE_FULL);
+    });
+}
