@@ -216,17 +216,22 @@ mod single_threaded {
         // The same floor at the table's size (2M lines, 128 MiB), with the key record read
         // first: the memory traffic an admit cannot avoid.
         let lines: Vec<Line> = (0..2 * KEYS).map(|_| Line(AtomicU64::new(0))).collect();
-        g.bench_function(BenchmarkId::new("floor_key_read_and_cas_128MiB", KEYS), |b| {
-            let mut i = 0;
-            b.iter(|| {
-                let (t, p, _) = record(arena, order[i & (order.len() - 1)] as usize);
-                let h = (t.len() as u64 ^ u64::from(t.as_bytes()[9]) << 8 ^ u64::from(p.as_bytes()[13]) << 16)
-                    .wrapping_mul(0x9e37_79b9_7f4a_7c15)
-                    ^ line_order[i & (line_order.len() - 1)] as u64;
-                i += 1;
-                black_box(cas_once(&lines[(h % lines.len() as u64) as usize].0))
-            })
-        });
+        g.bench_function(
+            BenchmarkId::new("floor_key_read_and_cas_128MiB", KEYS),
+            |b| {
+                let mut i = 0;
+                b.iter(|| {
+                    let (t, p, _) = record(arena, order[i & (order.len() - 1)] as usize);
+                    let h = (t.len() as u64
+                        ^ u64::from(t.as_bytes()[9]) << 8
+                        ^ u64::from(p.as_bytes()[13]) << 16)
+                        .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+                        ^ line_order[i & (line_order.len() - 1)] as u64;
+                    i += 1;
+                    black_box(cas_once(&lines[(h % lines.len() as u64) as usize].0))
+                })
+            },
+        );
         g.finish();
     }
 }

@@ -226,28 +226,26 @@ impl Limiter {
     /// If `key`'s route class came from another limiter with more classes.
     #[inline]
     pub fn admit(&self, key: &Key<'_>) -> Decision {
+        // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let raw = self.clock.raw();
-        self.config.with(|cfg| {
-            let (computed, shadow) = self.decide(cfg, key, raw);
-            if shadow {
-                Decision::Admit
-            } else {
-                computed
-            }
-        })
+        let cfg = self.config.get();
+        let (computed, shadow) = self.decide(&cfg, key, raw);
+        if shadow {
+            Decision::Admit
+        } else {
+            computed
+        }
     }
 
     /// [`Limiter::admit`], also telling what the profile computed when shadow mode let a
     /// refused request through.
     #[inline]
     pub fn evaluate(&self, key: &Key<'_>) -> Verdict {
-        // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let raw = self.clock.raw();
-        self.config.with(|cfg| {
-            let (computed, shadow) = self.decide(cfg, key, raw);
-            let decision = if shadow { Decision::Admit } else { computed };
-            Verdict { decision, computed }
-        })
+        let cfg = self.config.get();
+        let (computed, shadow) = self.decide(&cfg, key, raw);
+        let decision = if shadow { Decision::Admit } else { computed };
+        Verdict { decision, computed }
     }
 
     /// The decision the profile computes, charged if admitted, and whether the class is in

@@ -590,6 +590,7 @@ impl std::error::Error for ProfileError {}
 impl Profile {
     /// Parses and validates a profile.
     pub fn from_yaml(src: &str) -> Result<Profile, ProfileError> {
+        check_shape(src)?;
         let de = serde_yaml_ng::Deserializer::from_str(src);
         let profile: Profile = serde_path_to_error::deserialize(de).map_err(|e| {
             let path = e.path().to_string();
@@ -744,6 +745,49 @@ impl Profile {
     pub fn route_class(&self, name: &str) -> Option<&RouteClassLimits> {
         self.route_classes.get(name)
     }
+}
+
+/// The largest profile source, in bytes.
+pub const MAX_PROFILE_BYTES: usize = 4 << 20;
+/// The deepest nesting of flow collections (`[`, `{`) a profile may have; the reference
+/// profile nests three deep.
+pub const MAX_PROFILE_NESTING: usize = 32;
+
+/// Refuses, before the YAML parser sees it, a source too large or nested too deep: the parser
+/// takes time quadratic in the nesting depth (64 KiB of `{a: ` took seconds).
+fn check_shape(src: &str) -> Result<(), ProfileError> {
+    if src.len() > MAX_PROFILE_BYTES {
+        return Err(ProfileError::at(
+            format!(
+                "the profile is {} bytes, more than the {MAX_PROFILE_BYTES} allowed",
+                src.len()
+            ),
+            None,
+        ));
+    }
+    let (mut depth, mut quote) = (0usize, None);
+    for (ln, line) in src.lines().enumerate() {
+        for (col, c) in line.char_indices() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => {
+                    depth += 1;
+                    if depth > MAX_PROFILE_NESTING {
+                        return Err(ProfileError::at(
+                            format!("collections nested more than {MAX_PROFILE_NESTING} deep"),
+                            Some((ln + 1, col + 1)),
+                        ));
+                    }
+                }
+                (None, ']' | '}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }
 
 /// serde_yaml_ng reports a bad scalar at the mapping that holds it; the value of `key` at or
