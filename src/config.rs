@@ -230,7 +230,10 @@ pub(crate) enum ConfigRef<'a> {
     #[cfg(not(all(tollgate_loom, feature = "loom")))]
     Cached(*const Config, core::marker::PhantomData<&'a ConfigCell>),
     /// A plain `ArcSwap` snapshot.
-    Swapped(arc_swap::Guard<Arc<Config>>),
+    Swapped(
+        arc_swap::Guard<Arc<Config>>,
+        core::marker::PhantomData<&'a ConfigCell>,
+    ),
 }
 
 impl core::ops::Deref for ConfigRef<'_> {
@@ -245,7 +248,7 @@ impl core::ops::Deref for ConfigRef<'_> {
             // cannot leave the thread (`*const` is `!Send`), and the cache outlives any guard
             // on its thread. So the `Config` is alive and unchanged for the guard's life.
             ConfigRef::Cached(ptr, _) => unsafe { &**ptr },
-            ConfigRef::Swapped(guard) => guard,
+            ConfigRef::Swapped(guard, _) => guard,
         }
     }
 }
@@ -309,7 +312,7 @@ impl ConfigCell {
                 let _ = BUSY.try_with(|b| b.set(false));
             }
         }
-        ConfigRef::Swapped(self.current.load())
+        ConfigRef::Swapped(self.current.load(), core::marker::PhantomData)
     }
 
     /// Moves this limiter's entry to the front of the thread's cache, fresh.
