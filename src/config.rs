@@ -63,6 +63,14 @@ pub(crate) fn limits(l: &RouteClassLimits) -> Limits {
 }
 
 impl Config {
+    /// The handle of the class named `name`: its place in `classes`, which reloads keep.
+    pub(crate) fn route_class(&self, name: &str) -> Option<crate::identity::RouteClass> {
+        self.classes
+            .iter()
+            .position(|c| &*c.name == name)
+            .map(|i| crate::identity::RouteClass(i as u32))
+    }
+
     /// The configuration of a new limiter: classes in profile order.
     pub(crate) fn new(profile: Profile, tenant_digest: impl Fn(&str) -> Digest) -> Config {
         let order: Vec<String> = profile

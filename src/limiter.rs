@@ -212,11 +212,7 @@ impl Limiter {
     /// The handle of a route class, or `None` if the profile has no such class. Handles stay
     /// valid across reloads (a reload cannot remove a class).
     pub fn route_class(&self, name: &str) -> Option<RouteClass> {
-        let cfg = self.config.load();
-        cfg.classes
-            .iter()
-            .position(|c| &*c.name == name)
-            .map(|i| RouteClass(i as u32))
+        self.config.load().route_class(name)
     }
 
     /// Decides one request and charges it if admitted: a token from each of the caller's two

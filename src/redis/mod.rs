@@ -316,13 +316,7 @@ impl RedisLimiter {
     /// The handle of a route class, or `None` if the profile has no such class. Handles stay
     /// valid across reloads; workers with the same profile (and reloads) number them alike.
     pub fn route_class(&self, name: &str) -> Option<RouteClass> {
-        self.state
-            .load()
-            .config
-            .classes
-            .iter()
-            .position(|c| &*c.name == name)
-            .map(|i| RouteClass(i as u32))
+        self.state.load().config.route_class(name)
     }
 
     /// The profile in force (a snapshot).
