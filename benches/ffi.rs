@@ -1,15 +1,15 @@
 //! What the C ABI costs over the Rust API: `Limiter::admit` and `tg_admit` on the same hot key,
 //! in one group so that the difference is read off one run (target: at most 5 ns).
 //!
-//! `cargo bench --features ffi --bench ffi`. Both sides admit every call (the quotas are too
+//! `cargo bench --bench ffi`. Both sides admit every call (the quotas are too
 //! large to run out), so both take the write path; `tg_admit` adds the handle, pointer and
 //! length checks, UTF-8 validation, the class check and the `tg_decision` conversion.
 
 use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use tollgate::ffi::{tg_admit, tg_decision, tg_limiter, tg_limiter_free, tg_limiter_new_from_yaml};
 use tollgate::{Key, Limiter, Profile};
+use tollgate_ffi::{tg_admit, tg_decision, tg_limiter, tg_limiter_free, tg_limiter_new_from_yaml};
 
 const PROFILE: &str = "name: bench\nidentities: { capacity: 1024 }\nroute_classes:\n  read:\n    \
      burst: { tokens: 4000000000, per: 1s }\n    sustained: { tokens: 4000000000, per: 1s }\n";
@@ -62,10 +62,10 @@ fn hot_key(c: &mut Criterion) {
 /// A decision to overwrite (`tg_decision` has no `Default`: C callers declare it uninitialized).
 fn unsafe_zeroed_decision() -> tg_decision {
     tg_decision {
-        kind: tollgate::ffi::tg_decision_kind::Admit,
+        kind: tollgate_ffi::tg_decision_kind::Admit,
         http_status: 0,
-        bucket: tollgate::ffi::tg_bucket_kind::None,
-        cause: tollgate::ffi::tg_cause::None,
+        bucket: tollgate_ffi::tg_bucket_kind::None,
+        cause: tollgate_ffi::tg_cause::None,
         retry_after_ms: 0,
         code: std::ptr::null(),
     }

@@ -5,8 +5,7 @@
 //! a free loopback port). `BENCH_SECS` (default 2) and `BENCH_CALLERS` (default 64) change the
 //! run. Compare with `redis-benchmark -t incr -c 64 -n 200000 -q` against a server of your own.
 
-#[path = "../tests/support/redis_server.rs"]
-mod redis_server;
+use tollgate_testkit::redis_server;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 """Prints the README's benchmark table from criterion's last run (target/criterion).
 
 Usage (what made the README's table):
-    cargo bench --bench main && cargo bench --features ffi --bench ffi \
+    cargo bench --bench main && cargo bench --bench ffi \
         && cargo bench --bench http_layer && python3 benches/report.py
 Medians in ns per operation. Each ratio divides two medians of the same run.
 """

@@ -22,6 +22,13 @@ impl RouteClass {
     pub fn index(self) -> u32 {
         self.0
     }
+
+    /// The handle of the class at `index` of a limiter's profile, for callers that pass classes
+    /// by number (the C ABI). Check `index` against the profile's class count first: a limiter
+    /// asked to admit a class it does not have panics.
+    pub fn from_index(index: u32) -> RouteClass {
+        RouteClass(index)
+    }
 }
 
 /// Who is asking, for which route class. Build one per request; it borrows its strings.

@@ -35,10 +35,6 @@ mod profile;
 mod sync;
 mod table;
 
-#[cfg(feature = "client")]
-pub mod client;
-#[cfg(feature = "ffi")]
-pub mod ffi;
 #[cfg(feature = "http")]
 pub mod http;
 #[cfg(feature = "redis")]

@@ -1,9 +1,9 @@
 //! A retry storm against the demo gateway on loopback: many clients start together on one
 //! identity, with and without the client SDK. Shared by `examples/storm/main.rs` and
-//! `tests/storm.rs` (which include this file with `#[path]`).
+//! `tests/http/retry_storm.rs` (whose binary includes this file with `#[path]`).
 //!
 //! The naive client does what a careless caller does: on 429 or 503 it sends again at once,
-//! up to a fixed number of attempts. The SDK client uses `tollgate::client::execute`: it waits
+//! up to a fixed number of attempts. The SDK client uses `tollgate_client::execute`: it waits
 //! the server's Retry-After (jitter only on top), spends a retry budget shared by all its
 //! tasks, and gives up at its deadline with a reason.
 
@@ -17,8 +17,8 @@ use http::{Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use tollgate::client::{execute, Call, GiveUp, RetryBudget, RetryPolicy, TransportError};
 use tollgate::{Limiter, Profile};
+use tollgate_client::{execute, Call, GiveUp, RetryBudget, RetryPolicy, TransportError};
 
 type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>>;
 

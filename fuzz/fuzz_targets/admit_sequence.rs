@@ -1,11 +1,7 @@
-//! The `admit_sequence` target: see `fuzz/checks/admit_sequence.rs` for what it checks. The same function replays
-//! the checked-in corpus (`fuzz/corpus/admit_sequence/`) on stable in `tests/fuzz_corpus.rs`.
+//! The `admit_sequence` target: see `testkit/src/fuzz/admit_sequence.rs` for what it checks. The same function
+//! replays the checked-in corpus (`fuzz/corpus/admit_sequence/`) on stable in `tests/engine/fuzz_corpus.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-mod check {
-    include!("../checks/admit_sequence.rs");
-}
-
-fuzz_target!(|data: &[u8]| check::check(data));
+fuzz_target!(|data: &[u8]| tollgate_testkit::fuzz::admit_sequence::check(data));

@@ -1,11 +1,7 @@
-//! The `ffi_calls` target: see `fuzz/checks/ffi_calls.rs` for what it checks. The same function replays
-//! the checked-in corpus (`fuzz/corpus/ffi_calls/`) on stable in `tests/fuzz_corpus.rs`.
+//! The `ffi_calls` target: see `testkit/src/fuzz/ffi_calls.rs` for what it checks. The same function
+//! replays the checked-in corpus (`fuzz/corpus/ffi_calls/`) on stable in `tests/engine/fuzz_corpus.rs`.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 
-mod check {
-    include!("../checks/ffi_calls.rs");
-}
-
-fuzz_target!(|data: &[u8]| check::check(data));
+fuzz_target!(|data: &[u8]| tollgate_testkit::fuzz::ffi_calls::check(data));

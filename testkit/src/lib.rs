@@ -1,0 +1,13 @@
+//! Helpers for tollgate's tests, benches, fuzz targets and loom models: written once here
+//! instead of in every test binary. Not published.
+//!
+//! - [`model`]: profiles with chosen numbers, a limiter on a mock clock, and the reference model
+//!   (integers, no atomics) that property tests compare the limiter with;
+//! - [`redis_server`]: a `redis-server` of the test's own on a free loopback port;
+//! - [`fuzz`]: the check each fuzz target runs, shared with the corpus replay test.
+
+pub mod fuzz;
+pub mod model;
+pub mod redis_server;
+
+pub use model::*;

@@ -1,0 +1,169 @@
+//! A `redis-server` of the test's own on a free loopback port, killed on drop, plus a tiny RESP
+//! client for looking at what the limiter left in it.
+
+use std::io::{BufRead, BufReader, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A running `redis-server` (no persistence), bound to 127.0.0.1.
+pub struct RedisServer {
+    port: u16,
+    child: Option<Child>,
+}
+
+impl RedisServer {
+    /// Starts a server on a free port. Panics, saying how to install it, if there is no
+    /// `redis-server` on PATH: the redis tests never pass without a server.
+    pub fn start() -> RedisServer {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free loopback port")
+            .port();
+        let mut s = RedisServer { port, child: None };
+        s.spawn();
+        s
+    }
+
+    /// `redis://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn spawn(&mut self) {
+        let child = Command::new("redis-server")
+            .args(["--port", &self.port.to_string()])
+            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!(
+                    "cannot start redis-server ({e}): the `redis` feature's tests need it on \
+                     PATH. Install it with `apt-get install redis-server` (Debian/Ubuntu) or \
+                     `brew install redis`, and stop any system instance it starts \
+                     (`service redis-server stop`)."
+                )
+            });
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if self.try_cmd(&["PING"]).is_ok_and(|r| r == "PONG") {
+                return;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("redis-server on port {} exited: {status}", self.port);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("redis-server on port {} did not answer PING", self.port);
+    }
+
+    /// Kills the server (SIGKILL) and waits for it.
+    pub fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts the server again on the same port.
+    pub fn restart(&mut self) {
+        self.kill();
+        self.spawn();
+    }
+
+    /// Freezes (SIGSTOP) or thaws (SIGCONT) the server: it keeps its connections but answers
+    /// nothing while frozen.
+    pub fn freeze(&self, frozen: bool) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let sig = if frozen { "-STOP" } else { "-CONT" };
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success());
+    }
+
+    /// Runs one command; the reply flattened to strings (arrays one element a line).
+    pub fn cmd(&self, args: &[&str]) -> String {
+        self.try_cmd(args).expect("redis command")
+    }
+
+    fn try_cmd(&self, args: &[&str]) -> std::io::Result<String> {
+        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
+        s.set_read_timeout(Some(Duration::from_secs(5)))?;
+        let mut req = format!("*{}\r\n", args.len());
+        for a in args {
+            req += &format!("${}\r\n{a}\r\n", a.len());
+        }
+        s.write_all(req.as_bytes())?;
+        let mut r = BufReader::new(s);
+        let mut out = Vec::new();
+        read_reply(&mut r, &mut out)?;
+        Ok(out.join("\n"))
+    }
+
+    /// Every key in the server.
+    pub fn keys(&self) -> Vec<String> {
+        let all = self.cmd(&["KEYS", "*"]);
+        all.lines()
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// Calls of one command since the server started (`INFO commandstats`), e.g. "evalsha".
+    pub fn calls(&self, command: &str) -> u64 {
+        let info = self.cmd(&["INFO", "commandstats"]);
+        let tag = format!("cmdstat_{command}:calls=");
+        info.lines()
+            .find_map(|l| l.strip_prefix(&tag))
+            .and_then(|rest| rest.split(',').next())
+            .map_or(0, |n| n.parse().unwrap())
+    }
+}
+
+fn read_reply(r: &mut impl BufRead, out: &mut Vec<String>) -> std::io::Result<()> {
+    let mut line = String::new();
+    r.read_line(&mut line)?;
+    let line = line.trim_end_matches("\r\n");
+    let (kind, rest) = line.split_at(1.min(line.len()));
+    match kind {
+        "+" | ":" => out.push(rest.to_owned()),
+        "-" => {
+            return Err(std::io::Error::other(format!("redis error: {rest}")));
+        }
+        "$" => {
+            let n: i64 = rest.parse().map_err(std::io::Error::other)?;
+            if n >= 0 {
+                let mut buf = vec![0; n as usize + 2];
+                r.read_exact(&mut buf)?;
+                buf.truncate(n as usize);
+                out.push(String::from_utf8_lossy(&buf).into_owned());
+            }
+        }
+        "*" => {
+            let n: i64 = rest.parse().map_err(std::io::Error::other)?;
+            for _ in 0..n.max(0) {
+                read_reply(r, out)?;
+            }
+        }
+        _ => return Err(std::io::Error::other(format!("bad reply: {line:?}"))),
+    }
+    Ok(())
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(c) = self.child.as_ref() {
+            // A frozen server ignores SIGKILL only until it is continued; SIGKILL works anyway,
+            // but continue first so that nothing is left stopped.
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
+        }
+        self.kill();
+    }
+}

@@ -1,0 +1,12 @@
+//! The engine: limiter, buckets against the reference model, shared capacity, profiles, bad
+//! input, metrics, stress and the fuzz corpora. One test binary, so that it links once.
+
+mod bad_input;
+mod capacity;
+mod fuzz_corpus;
+mod key_flood;
+mod limiter;
+mod model;
+mod profile;
+mod stress;
+mod telemetry;

@@ -1,0 +1,13 @@
+//! The HTTP contract, the tower layer and the demo gateway: one test binary (`tower` feature).
+#![cfg(feature = "tower")]
+
+#[path = "../../examples/gateway/app.rs"]
+#[allow(dead_code)]
+mod app;
+#[path = "../../examples/storm/storm.rs"]
+mod storm;
+
+mod gateway_tcp;
+mod layer;
+mod response;
+mod retry_storm;

@@ -1,0 +1,355 @@
+//! The Redis backend against a real `redis-server`: the reference model's decisions on the
+//! server's clock, capacity shares, shadow mode, reload, peek, the deny cache, and what the keys
+//! reveal.
+
+use tollgate_testkit as common;
+use tollgate_testkit::redis_server;
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use common::Model;
+use redis_server::RedisServer;
+use tollgate::redis::RedisLimiter;
+use tollgate::{BucketKind, Cause, Decision, Key, Period, Profile};
+
+fn profile(yaml: &str) -> Profile {
+    Profile::from_yaml(yaml).unwrap()
+}
+
+/// These tests check decisions, not timeouts (`redis_outage` does): a generous `store.timeout`
+/// keeps a busy machine from turning a slow answer into a 503.
+fn relaxed(mut p: Profile) -> Profile {
+    p.store.timeout = Period(Duration::from_secs(5));
+    p
+}
+
+async fn limiter(server: &RedisServer, p: Profile) -> RedisLimiter {
+    RedisLimiter::builder(&server.url(), relaxed(p))
+        .key_secret(b"test")
+        .connect()
+        .await
+        .unwrap()
+}
+
+/// A small deterministic generator (no dependency, same sequence every run).
+struct Lcg(u64);
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        (self.0 >> 33) % n
+    }
+}
+
+/// Periods divisible by their token counts in microseconds, so the model's nanosecond
+/// arithmetic and the script's microsecond arithmetic agree exactly.
+const SPECS: [common::ClassSpec; 2] = [(3, 300, 10, 2_000), (2, 100, 5, 1_000)];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn decisions_match_the_reference_model_on_the_server_clock() {
+    let server = RedisServer::start();
+    let limiter = limiter(&server, common::profile(1024, &SPECS)).await;
+    let classes = [
+        limiter.route_class("c0").unwrap(),
+        limiter.route_class("c1").unwrap(),
+    ];
+    let mut model = Model::default();
+    let mut rng = Lcg(7);
+    let (mut admitted, mut throttled) = (0, 0);
+    for _ in 0..150 {
+        let who = ["alice", "bob"][rng.below(2) as usize];
+        let c = rng.below(2) as usize;
+        let key = Key::authenticated("acme", who, classes[c]).unwrap();
+        let (verdict, now_us) = limiter.evaluate_traced(&key).await;
+        let now_us = now_us.expect("the server answered");
+        let expected = model.admit(who, c, SPECS[c], now_us * 1_000);
+        assert_eq!(verdict.decision, expected, "{who} c{c} at {now_us}us");
+        match expected {
+            Decision::Admit => admitted += 1,
+            _ => throttled += 1,
+        }
+        if rng.below(3) == 0 {
+            tokio::time::sleep(Duration::from_millis(rng.below(60))).await;
+        }
+    }
+    // The sequence exercised both outcomes.
+    assert!(admitted > 10 && throttled > 10, "{admitted} {throttled}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tenant_flood_never_exceeds_its_share_per_window() {
+    let server = RedisServer::start();
+    let p = profile(
+        "name: cap\nidentities: { capacity: 1024 }\n\
+         route_classes:\n  read:\n    burst: { tokens: 100000, per: 1s }\n    sustained: { tokens: 1000000, per: 1h }\n\
+         shared_capacity: { shards: 1, window: 200ms, slots_per_window: 20, tenant_share: 0.5 }\n",
+    );
+    let limiter = std::sync::Arc::new(limiter(&server, p).await);
+    let read = limiter.route_class("read").unwrap();
+    let stop = tokio::time::Instant::now() + Duration::from_millis(900);
+    let mut tasks = Vec::new();
+    for i in 0..6 {
+        let limiter = limiter.clone();
+        tasks.push(tokio::spawn(async move {
+            let principal = format!("bot{i}");
+            let mut seen = Vec::new();
+            while tokio::time::Instant::now() < stop {
+                let key = Key::authenticated("flood-corp", &principal, read).unwrap();
+                let (v, now) = limiter.evaluate_traced(&key).await;
+                seen.push(("flood", v.decision, now.unwrap()));
+            }
+            seen
+        }));
+    }
+    let calm = {
+        let limiter = limiter.clone();
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            while tokio::time::Instant::now() < stop {
+                let key = Key::authenticated("calm-inc", "alice", read).unwrap();
+                let (v, now) = limiter.evaluate_traced(&key).await;
+                seen.push(("calm", v.decision, now.unwrap()));
+                tokio::time::sleep(Duration::from_millis(30)).await;
+            }
+            seen
+        })
+    };
+    let mut all = calm.await.unwrap();
+    for t in tasks {
+        all.extend(t.await.unwrap());
+    }
+    let mut per_window: HashMap<(u64, &str), u64> = HashMap::new();
+    for (tenant, d, now) in &all {
+        match d {
+            Decision::Admit => *per_window.entry((now / 200_000, tenant)).or_default() += 1,
+            Decision::Unavailable {
+                retry_after: Some(wait),
+                cause: Cause::TenantShare,
+            } => {
+                assert_eq!(*tenant, "flood", "calm-inc stays within its share");
+                // The time to the next window, computed from the server's clock.
+                assert_eq!(wait.as_micros() as u64, 200_000 - now % 200_000);
+            }
+            other => panic!("{tenant}: {other:?}"),
+        }
+    }
+    for ((w, tenant), n) in &per_window {
+        assert!(*n <= 10, "{tenant} got {n} slots in window {w}");
+    }
+    let flood_windows = per_window.keys().filter(|(_, t)| *t == "flood").count();
+    assert!(flood_windows >= 3, "the flood ran through several windows");
+    assert!(all.iter().filter(|(t, _, _)| *t == "flood").count() > 60);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shard_full_is_refused_with_the_next_window() {
+    let server = RedisServer::start();
+    let p = profile(
+        "name: cap\nidentities: { capacity: 1024 }\n\
+         route_classes:\n  read:\n    burst: { tokens: 1000, per: 1s }\n    sustained: { tokens: 100000, per: 1h }\n\
+         shared_capacity: { shards: 1, window: 1h, slots_per_window: 4, tenant_share: 0.5 }\n",
+    );
+    let limiter = limiter(&server, p).await;
+    let read = limiter.route_class("read").unwrap();
+    let mut results = Vec::new();
+    for tenant in ["t1", "t2", "t3"] {
+        for _ in 0..3 {
+            let key = Key::authenticated(tenant, "p", read).unwrap();
+            results.push(limiter.admit(&key).await);
+        }
+    }
+    let count = |f: fn(&Decision) -> bool| results.iter().filter(|d| f(d)).count();
+    assert_eq!(count(Decision::is_admit), 4, "{results:?}");
+    assert_eq!(
+        count(|d| matches!(
+            d,
+            Decision::Unavailable {
+                cause: Cause::TenantShare,
+                ..
+            }
+        )),
+        2,
+        "{results:?}"
+    );
+    assert_eq!(
+        count(|d| matches!(
+            d,
+            Decision::Unavailable {
+                cause: Cause::ShardFull,
+                retry_after: Some(w)
+            } if *w <= Duration::from_secs(3600)
+        )),
+        3,
+        "{results:?}"
+    );
+    // A refusal for capacity charged nothing: t3's bucket still has all its tokens.
+    let key = Key::authenticated("t3", "p", read).unwrap();
+    assert!(matches!(
+        limiter.peek(&key).await,
+        Decision::Unavailable {
+            cause: Cause::ShardFull,
+            ..
+        }
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shadow_mode_admits_and_reports() {
+    let server = RedisServer::start();
+    let p = profile(
+        "name: s\nmode: shadow\nidentities: { capacity: 64 }\n\
+         route_classes:\n  w:\n    burst: { tokens: 1, per: 10s }\n    sustained: { tokens: 10, per: 1h }\n",
+    );
+    let limiter = limiter(&server, p).await;
+    let key = Key::authenticated("acme", "alice", limiter.route_class("w").unwrap()).unwrap();
+    let first = limiter.evaluate(&key).await;
+    assert_eq!(
+        (first.decision, first.computed),
+        (Decision::Admit, Decision::Admit)
+    );
+    let second = limiter.evaluate(&key).await;
+    assert_eq!(second.decision, Decision::Admit);
+    assert!(matches!(
+        second.computed,
+        Decision::Throttle {
+            bucket: BucketKind::Burst,
+            ..
+        }
+    ));
+    assert_eq!(limiter.admit(&key).await, Decision::Admit);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peek_charges_nothing_and_reload_clamps() {
+    let server = RedisServer::start();
+    let yaml = |burst: u64, extra: &str| {
+        format!(
+            "name: r\nidentities: {{ capacity: 64 }}\nroute_classes:\n  w:\n    burst: {{ tokens: {burst}, per: 1s }}\n    sustained: {{ tokens: 100, per: 1h }}\n{extra}"
+        )
+    };
+    let limiter = limiter(&server, profile(&yaml(5, ""))).await;
+    let key = Key::authenticated("acme", "alice", limiter.route_class("w").unwrap()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(limiter.peek(&key).await, Decision::Admit);
+    }
+    assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    // Two of five tokens spent (400ms of debt); the new bucket holds one token of 1s: the debt
+    // carries over, so the next request waits 400ms.
+    limiter
+        .reload(profile(&yaml(
+            1,
+            "  x:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 1, per: 1s }\n",
+        )))
+        .unwrap();
+    match limiter.admit(&key).await {
+        Decision::Throttle {
+            retry_after,
+            bucket: BucketKind::Burst,
+        } => assert!(
+            retry_after <= Duration::from_millis(400) && retry_after > Duration::from_millis(300),
+            "{retry_after:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    assert!(limiter.route_class("x").is_some());
+    let dropped = limiter.reload(profile(&yaml(1, "")));
+    assert!(dropped.is_err(), "dropping a class is refused");
+    assert!(limiter.route_class("x").is_some(), "the old profile stays");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deny_cache_answers_throttles_locally_and_exactly() {
+    let server = RedisServer::start();
+    let p = profile(
+        "name: d\nidentities: { capacity: 64 }\n\
+         route_classes:\n  w:\n    burst: { tokens: 1, per: 300ms }\n    sustained: { tokens: 100, per: 1h }\n",
+    );
+    let limiter = RedisLimiter::builder(&server.url(), relaxed(p))
+        .key_secret(b"test")
+        .deny_cache(128)
+        .connect()
+        .await
+        .unwrap();
+    let key = Key::authenticated("acme", "alice", limiter.route_class("w").unwrap()).unwrap();
+    assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    let Decision::Throttle { retry_after, .. } = limiter.admit(&key).await else {
+        panic!("throttled")
+    };
+    let calls = server.calls("evalsha");
+    let mut last = retry_after;
+    for _ in 0..50 {
+        let Decision::Throttle { retry_after, .. } = limiter.admit(&key).await else {
+            panic!("still throttled")
+        };
+        assert!(retry_after <= last);
+        last = retry_after;
+    }
+    assert_eq!(server.calls("evalsha"), calls, "no round trip while denied");
+    // Retrying at the instant given is admitted (by the server, on its own clock).
+    tokio::time::sleep(last).await;
+    assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    assert!(server.calls("evalsha") > calls);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn keys_hold_digests_share_the_shard_tag_and_expire() {
+    let server = RedisServer::start();
+    let p = profile(
+        "name: k\nidentities: { capacity: 64 }\n\
+         route_classes:\n  w:\n    burst: { tokens: 2, per: 1s }\n    sustained: { tokens: 100, per: 10s }\n\
+         shared_capacity: { shards: 8, window: 10s, slots_per_window: 100, tenant_share: 0.5 }\n",
+    );
+    // The secret from Redis, as workers without configuration get it.
+    let limiter = RedisLimiter::connect(&server.url(), relaxed(p))
+        .await
+        .unwrap();
+    let w = limiter.route_class("w").unwrap();
+    for principal in ["principal-OKAPI-42", "principal-QUOKKA-9"] {
+        for _ in 0..3 {
+            let key = Key::authenticated("tenant-ZEBRA-7781", principal, w).unwrap();
+            limiter.admit(&key).await;
+        }
+    }
+    limiter
+        .admit(&Key::anonymous("198.51.100.77".parse().unwrap(), w))
+        .await;
+    let keys = server.keys();
+    assert!(keys.len() >= 5, "{keys:?}");
+    let mut zebra_tags = std::collections::HashSet::new();
+    for k in &keys {
+        for secret in [
+            "ZEBRA",
+            "zebra",
+            "OKAPI",
+            "okapi",
+            "QUOKKA",
+            "7781",
+            "198.51",
+            "principal",
+            "tenant",
+        ] {
+            assert!(!k.contains(secret), "key {k} reveals {secret}");
+        }
+        assert!(k.starts_with("tollgate:{"), "{k}");
+        if k == "tollgate:{secret}" {
+            continue;
+        }
+        let ttl: i64 = server.cmd(&["PTTL", k]).parse().unwrap();
+        assert!(ttl > 0, "{k} has no expiry ({ttl})");
+        let tag = &k[..k.find('}').unwrap() + 1];
+        zebra_tags.insert(tag.to_owned());
+    }
+    // One tenant's identities, its count and its shard share one tag (plus the anonymous
+    // pseudo-tenant's, which may be another shard).
+    assert!(zebra_tags.len() <= 2, "{zebra_tags:?}");
+    // An identity key expires once its buckets are full again (<= 1s here, plus the margin).
+    let identity = keys.iter().find(|k| k.contains(":i:")).unwrap();
+    let ttl: i64 = server.cmd(&["PTTL", identity]).parse().unwrap();
+    assert!(ttl <= 1_000 + 101, "{ttl}");
+    // The secret never expires.
+    assert_eq!(server.cmd(&["PTTL", "tollgate:{secret}"]), "-1");
+}

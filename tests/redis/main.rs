@@ -1,0 +1,8 @@
+//! The Redis backend against a real `redis-server` that each test starts on a free loopback
+//! port (`redis` feature; `.ci/run` installs the server). Without a server installed the tests
+//! fail, saying how to install it.
+#![cfg(feature = "redis")]
+
+mod decisions;
+mod outage;
+mod workers;
