@@ -3,7 +3,8 @@
 //! ```text
 //! cargo run --release --example gateway -- [--listen 127.0.0.1:8080]
 //!     [--profile examples/profiles/example.yaml] [--tokens examples/tokens.yaml]
-//!     [--trust-proxy CIDR]...
+//!     [--trust-proxy CIDR]... [--max-connections N] [--max-per-peer N]
+//!     [--header-timeout SECONDS] [--max-body BYTES]
 //! ```
 //!
 //! Routes: `GET /v1/items`, `POST /v1/items`, `POST /v1/register`, `POST /v1/reports/run`
@@ -13,8 +14,12 @@
 //!
 //! The profile is reloaded on SIGHUP and when its file changes (mtime polled every second),
 //! without a restart; a bad edit is logged and the old profile stays in force.
+//!
+//! Connections are capped in all and per peer address, must send each request head within the
+//! header timeout (also between keep-alive requests), and bodies are limited (`serve.rs`).
 
 mod app;
+mod serve;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -31,6 +36,7 @@ struct Args {
     profile: PathBuf,
     tokens: PathBuf,
     trusted: Vec<Cidr>,
+    limits: serve::Limits,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -39,6 +45,7 @@ fn parse_args() -> Result<Args, String> {
         profile: "examples/profiles/example.yaml".into(),
         tokens: "examples/tokens.yaml".into(),
         trusted: Vec::new(),
+        limits: serve::Limits::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -55,9 +62,21 @@ fn parse_args() -> Result<Args, String> {
                     .parse()
                     .map_err(|e| format!("--trust-proxy: {e}"))?,
             ),
+            "--max-connections" => args.limits.max_connections = count(&flag, &value()?)?,
+            "--max-per-peer" => args.limits.max_per_peer = count(&flag, &value()?)?,
+            "--max-body" => args.limits.max_body = number(&flag, &value()?)?,
+            "--header-timeout" => {
+                let secs: f64 = value()?
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0 && *s <= 3600.0)
+                    .ok_or_else(|| format!("{flag}: seconds, more than 0 and at most 3600"))?;
+                args.limits.header_timeout = Duration::from_secs_f64(secs);
+            }
             "-h" | "--help" => {
                 println!(
-                    "gateway [--listen ADDR] [--profile FILE] [--tokens FILE] [--trust-proxy CIDR]..."
+                    "gateway [--listen ADDR] [--profile FILE] [--tokens FILE] [--trust-proxy CIDR]...\n        \
+                     [--max-connections N] [--max-per-peer N] [--header-timeout SECONDS] [--max-body BYTES]"
                 );
                 std::process::exit(0);
             }
@@ -65,6 +84,20 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     Ok(args)
+}
+
+/// A whole number of at least 0.
+fn number(flag: &str, v: &str) -> Result<usize, String> {
+    v.parse()
+        .map_err(|_| format!("{flag} {v:?}: a whole number is needed"))
+}
+
+/// A whole number of at least 1.
+fn count(flag: &str, v: &str) -> Result<usize, String> {
+    match number(flag, v)? {
+        0 => Err(format!("{flag}: at least 1")),
+        n => Ok(n),
+    }
 }
 
 fn mtime(path: &Path) -> Option<SystemTime> {
@@ -143,19 +176,23 @@ async fn main() {
         });
     }
 
-    let router = app::router(Arc::clone(&limiter), tokens, args.trusted, Some(metrics));
+    let router = app::router(
+        Arc::clone(&limiter),
+        tokens,
+        args.trusted.clone(),
+        Some(metrics),
+    );
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .unwrap_or_else(|e| fail("listen", &e));
+    let limits = args.limits.within_file_limit();
     tracing::info!(
         listen = %args.listen,
         profile = %args.profile.display(),
+        max_connections = limits.max_connections,
         "gateway listening"
     );
-    axum::serve(
-        listener,
-        router.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .await
-    .unwrap_or_else(|e| fail("serve", &e));
+    serve::serve(listener, router, limits, args.trusted)
+        .await
+        .unwrap_or_else(|e| fail("serve", &e));
 }

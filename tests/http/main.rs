@@ -4,9 +4,13 @@
 #[path = "../../examples/gateway/app.rs"]
 #[allow(dead_code)]
 mod app;
+#[path = "../../examples/gateway/serve.rs"]
+#[allow(dead_code)]
+mod serve;
 #[path = "../../examples/storm/storm.rs"]
 mod storm;
 
+mod gateway_limits;
 mod gateway_tcp;
 mod layer;
 mod response;
