@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use common::Model;
 use redis_server::RedisServer;
+use tollgate::profile::Period;
 use tollgate::redis::RedisLimiter;
-use tollgate::{BucketKind, Cause, Decision, Key, Period, Profile};
+use tollgate::{BucketKind, Cause, Decision, Key, Profile};
 
 fn profile(yaml: &str) -> Profile {
     Profile::from_yaml(yaml).unwrap()
@@ -20,7 +21,7 @@ fn profile(yaml: &str) -> Profile {
 /// These tests check decisions, not timeouts (`redis_outage` does): a generous `store.timeout`
 /// keeps a busy machine from turning a slow answer into a 503.
 fn relaxed(mut p: Profile) -> Profile {
-    p.store.timeout = Period(Duration::from_secs(5));
+    p.store.timeout = Period::from_secs(5).unwrap();
     p
 }
 
