@@ -35,7 +35,7 @@ pub struct ProfileError {
 }
 
 impl ProfileError {
-    pub(crate) fn new(kind: ProfileErrorKind, message: String) -> Self {
+    pub(super) fn new(kind: ProfileErrorKind, message: String) -> Self {
         ProfileError {
             kind,
             message,
@@ -46,7 +46,7 @@ impl ProfileError {
     }
 
     /// A value out of range or fields that disagree.
-    pub(crate) fn invalid(message: String) -> Self {
+    pub(super) fn invalid(message: String) -> Self {
         ProfileError::new(ProfileErrorKind::Invalid, message)
     }
 
@@ -55,20 +55,20 @@ impl ProfileError {
         ProfileError::new(ProfileErrorKind::Reload, message)
     }
 
-    pub(crate) fn io(message: String, source: std::io::Error) -> Self {
+    pub(super) fn io(message: String, source: std::io::Error) -> Self {
         ProfileError {
             source: Some(Arc::new(source)),
             ..ProfileError::new(ProfileErrorKind::Io, message)
         }
     }
 
-    pub(crate) fn at(mut self, pos: Option<(usize, usize)>) -> Self {
+    pub(super) fn at(mut self, pos: Option<(usize, usize)>) -> Self {
         self.line = pos.map(|p| p.0);
         self.column = pos.map(|p| p.1);
         self
     }
 
-    pub(crate) fn with_message(mut self, message: String) -> Self {
+    pub(super) fn with_message(mut self, message: String) -> Self {
         self.message = message;
         self
     }
@@ -131,13 +131,13 @@ thread_local! {
 }
 
 /// A scalar's refusal as a serde error, remembered as an invalid value.
-pub(crate) fn value_error<E: serde::de::Error>(e: ProfileError) -> E {
+pub(super) fn value_error<E: serde::de::Error>(e: ProfileError) -> E {
     VALUE_REFUSED.with(|c| c.set(true));
     E::custom(e.message)
 }
 
 /// Runs `f` (a deserialization) and tells whether a scalar refused a value during it.
-pub(crate) fn watching_values<T>(f: impl FnOnce() -> T) -> (T, bool) {
+pub(super) fn watching_values<T>(f: impl FnOnce() -> T) -> (T, bool) {
     let before = VALUE_REFUSED.with(|c| c.replace(false));
     let out = f();
     let refused = VALUE_REFUSED.with(|c| c.replace(before));

@@ -54,7 +54,7 @@ pub struct Profile {
 /// [`Profile`] as parsed, before the checks that span fields. Only `Profile`'s deserializer
 /// and `from_yaml` (which adds positions to those checks) see it.
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
+#[serde(deny_unknown_fields, expecting = "struct Profile")]
 pub(super) struct RawProfile {
     name: String,
     #[serde(default)]

@@ -246,7 +246,11 @@ fn other_bad_values_are_refused() {
     );
     says(&Profile::from_yaml("").unwrap_err(), &[], None);
     says(&Profile::from_yaml("name: [").unwrap_err(), &[], None);
-    says(&Profile::from_yaml("- 1\n- 2\n").unwrap_err(), &[], None);
+    says(
+        &Profile::from_yaml("- 1\n- 2\n").unwrap_err(),
+        &["struct Profile"],
+        None,
+    );
 }
 
 #[test]
