@@ -101,7 +101,7 @@ pub enum BuildError {
         /// The bytes that were asked for.
         bytes: usize,
     },
-    /// The profile is invalid (changed in Rust since it was parsed): the same refusal as
+    /// The profile is invalid (built or changed in Rust): the same refusal as
     /// parsing it would give, kind [`Invalid`](crate::profile::ProfileErrorKind::Invalid).
     Profile(ProfileError),
 }

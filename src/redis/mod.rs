@@ -157,7 +157,7 @@ pub enum ConnectError {
     Timeout(Duration),
     /// The key secret (from the builder or `TOLLGATE_KEY_SECRET`) is empty.
     EmptySecret,
-    /// The profile is invalid (changed in Rust since it was parsed): the same refusal as
+    /// The profile is invalid (built or changed in Rust): the same refusal as
     /// parsing it would give.
     Profile(ProfileError),
 }
