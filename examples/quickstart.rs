@@ -32,7 +32,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                     refused.http_status(),
                     refused.catalog_code(&profile).unwrap_or("-"),
                     refused
-                        .retry_after_secs(profile.retry_after.max.0)
+                        .retry_after_secs(profile.retry_after.max.get())
                         .map_or("-".into(), |s| s.to_string()),
                     refused.retry_after(),
                 );

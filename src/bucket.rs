@@ -10,12 +10,9 @@
 //! `tokens + floor((t1 - t0) / t) <= tokens + floor((t1 - t0) * tokens / per)`.
 
 use crate::decision::BucketKind;
-
-/// The longest period a bucket may have. Times are kept as 60-bit nanoseconds (see `table`),
-/// and a TAT never runs more than one `tau` ahead of the clock.
-pub const MAX_PERIOD_NANOS: u64 = 366 * 24 * 3600 * 1_000_000_000;
-/// The most tokens a bucket may hold.
-pub const MAX_TOKENS: u64 = u32::MAX as u64;
+// The bounds the profile's scalars enforce. Times are kept as 60-bit nanoseconds (see
+// `table`), and a TAT never runs more than one `tau` ahead of the clock.
+use crate::profile::{MAX_PERIOD_NANOS, MAX_TOKENS};
 
 /// One bucket's rate, in the integers the hot path uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

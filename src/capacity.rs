@@ -21,8 +21,9 @@ use crate::table::{Apply, Table};
 /// Window ids keep 40 bits (34 years of 1 ms windows); counts 24 bits.
 const COUNT_BITS: u32 = 24;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
-/// The most slots a shard may have per window.
-pub const MAX_SLOTS_PER_WINDOW: u64 = COUNT_MASK;
+// A shard's slots per window (the profile's `Slots`, at most `MAX_SLOTS_PER_WINDOW`) fit
+// in the count bits.
+const _: () = assert!(crate::profile::MAX_SLOTS_PER_WINDOW == COUNT_MASK);
 
 /// One shard's admissions in the current window: `window_id << 24 | count`.
 ///

@@ -57,8 +57,8 @@ pub(crate) struct Config {
 
 pub(crate) fn limits(l: &RouteClassLimits) -> Limits {
     Limits {
-        burst: Rate::new(l.burst.tokens.0, l.burst.per.as_nanos()),
-        sustained: Rate::new(l.sustained.tokens.0, l.sustained.per.as_nanos()),
+        burst: Rate::new(l.burst.tokens.get(), l.burst.per.as_nanos()),
+        sustained: Rate::new(l.sustained.tokens.get(), l.sustained.per.as_nanos()),
     }
 }
 
@@ -82,18 +82,21 @@ impl Config {
     }
 
     /// The configuration after a reload: the old classes keep their numbers, new ones follow.
-    /// Refuses a profile that drops a class (a caller may hold its handle) or resizes the table.
+    /// Refuses an invalid profile, and one that drops a class (a caller may hold its handle)
+    /// or resizes the table.
     pub(crate) fn reload(
         &self,
         profile: Profile,
         tenant_digest: impl Fn(&str) -> Digest,
     ) -> Result<Config, ProfileError> {
+        profile.validate()?;
         let old = &self.profile;
         if profile.identities.capacity != old.identities.capacity {
             return Err(ProfileError::refused(format!(
                 "identities.capacity: cannot change from {} to {} on reload; the table is \
                  allocated once: build a new Limiter to resize it",
-                old.identities.capacity.0, profile.identities.capacity.0
+                old.identities.capacity.get(),
+                profile.identities.capacity.get()
             )));
         }
         if profile.anonymous != old.anonymous {
@@ -144,21 +147,21 @@ impl Config {
             })
             .collect();
         let capacity = profile.shared_capacity.as_ref().map(|sc| {
-            let slots = sc.slots_per_window.0;
+            let slots = sc.slots_per_window.get();
             CapacityConfig {
-                shards: sc.shards.0,
+                shards: sc.shards.get(),
                 window_ns: sc.window.as_nanos(),
                 slots_per_window: slots,
-                default_cap: CapacityConfig::cap(slots, sc.tenant_share.0, 1.0),
+                default_cap: CapacityConfig::cap(slots, sc.tenant_share.get(), 1.0),
                 listed: sc
                     .tenants
                     .iter()
                     .map(|(name, t)| {
-                        let cap = CapacityConfig::cap(slots, sc.tenant_share.0, t.weight.0);
+                        let cap = CapacityConfig::cap(slots, sc.tenant_share.get(), t.weight.get());
                         (tenant_digest(name), (t.shard, cap))
                     })
                     .collect(),
-                counters: (0..sc.shards.0).map(|_| ShardCounter::new()).collect(),
+                counters: (0..sc.shards.get()).map(|_| ShardCounter::new()).collect(),
             }
         });
         Config {

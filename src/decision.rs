@@ -2,6 +2,7 @@
 
 use core::time::Duration;
 
+pub use crate::profile::CatalogEntry;
 use crate::profile::Profile;
 
 /// The answer to one request.
@@ -50,17 +51,6 @@ pub enum Cause {
     TableFull,
     /// The shared store (Redis) is unreachable, erroring or too slow.
     StoreUnavailable,
-}
-
-/// Which catalog entry of the profile a decision maps to.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum CatalogEntry {
-    /// `catalog.throttled`: the caller's own quota (429).
-    Throttled,
-    /// `catalog.over_capacity`: shared capacity (503).
-    OverCapacity,
-    /// `catalog.limiter_unavailable`: the limiter's store (503).
-    LimiterUnavailable,
 }
 
 impl Decision {

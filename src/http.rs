@@ -142,8 +142,8 @@ fn policy_item(out: &mut String, name: &str, b: &BucketLimit) {
     let _ = write!(
         out,
         "\"{name}\";q={};w={}",
-        b.tokens.0,
-        window_secs(b.per.0)
+        b.tokens.get(),
+        window_secs(b.per.get())
     );
 }
 
@@ -236,7 +236,7 @@ impl<'a> Answer<'a> {
     /// where the header is omitted.
     pub fn retry_after_secs(&self) -> Option<u64> {
         self.decision
-            .retry_after_secs(self.profile.retry_after.max.0)
+            .retry_after_secs(self.profile.retry_after.max.get())
     }
 
     /// Writes the rate-limit headers into `headers` (replacing any of the same name):
@@ -297,11 +297,11 @@ impl<'a> Answer<'a> {
             _ => (format!("The service is at capacity; {later}."), None),
         };
         Some(Problem {
-            type_uri: &catalog.type_uri,
+            type_uri: catalog.type_uri.as_str(),
             title,
             status,
             detail,
-            code: &catalog.code,
+            code: catalog.code.as_str(),
             request_id: self.request_id.as_str(),
             retry_after,
             violated_policies: violated,

@@ -31,7 +31,7 @@ mod identity;
 mod limiter;
 #[cfg(feature = "metrics")]
 pub mod observe;
-mod profile;
+pub mod profile;
 mod sync;
 mod table;
 
@@ -53,17 +53,10 @@ pub mod __loom {
 pub use quanta;
 
 pub use admission::Admission;
-pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
-pub use capacity::MAX_SLOTS_PER_WINDOW;
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision};
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
 pub use limiter::{
     BuildError, Builder, Limiter, PublishedBucket, PublishedCapacity, PublishedClass,
     PublishedLimits, PublishedRoute, Remaining, Verdict,
 };
-pub use profile::{
-    Anonymous, BucketLimit, Capacity, Catalog, CatalogCode, ErrorBudget, Identities, Mode,
-    OrderedMap, Period, Prefix, Profile, ProfileError, Ratio, RetryAfterPolicy, Route,
-    RouteClassLimits, Shards, Share, SharedCapacity, Store, TenantPolicy, Tokens, Weight,
-    MAX_CAPACITY, MAX_SHARDS,
-};
+pub use profile::{Profile, ProfileError};

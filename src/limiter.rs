@@ -101,6 +101,9 @@ pub enum BuildError {
         /// The bytes that were asked for.
         bytes: usize,
     },
+    /// The profile is invalid (built or changed in Rust): the same refusal as
+    /// parsing it would give, kind [`Invalid`](crate::profile::ProfileErrorKind::Invalid).
+    Profile(ProfileError),
 }
 
 impl fmt::Display for BuildError {
@@ -110,11 +113,25 @@ impl fmt::Display for BuildError {
             BuildError::OutOfMemory { bytes } => {
                 write!(f, "cannot allocate the identity table ({bytes} bytes)")
             }
+            BuildError::Profile(e) => fmt::Display::fmt(e, f),
         }
     }
 }
 
-impl std::error::Error for BuildError {}
+impl std::error::Error for BuildError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BuildError::Profile(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ProfileError> for BuildError {
+    fn from(e: ProfileError) -> Self {
+        BuildError::Profile(e)
+    }
+}
 
 impl Builder {
     /// The clock (default `quanta::Clock::new()`). Tests pass `quanta::Clock::mock()` and move
@@ -151,14 +168,15 @@ impl Builder {
         self
     }
 
-    /// Allocates the table and starts the clock.
+    /// Validates the profile, allocates the table and starts the clock.
     pub fn build(self) -> Result<Limiter, BuildError> {
+        self.profile.validate()?;
         let secret = match self.secret {
             Some(s) if s.is_empty() => return Err(BuildError::EmptySecret),
             Some(s) => s,
             None => random_secret(),
         };
-        let capacity = self.profile.identities.capacity.0 as usize;
+        let capacity = self.profile.identities.capacity.get() as usize;
         let bytes = capacity.saturating_mul(64);
         // Ask first, so that a capacity the machine cannot hold is an error, not an abort.
         let mut probe: Vec<u8> = Vec::new();
@@ -168,7 +186,7 @@ impl Builder {
         drop(probe);
         let clock = self.clock.unwrap_or_default();
         let anon = self.profile.anonymous;
-        let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.0, anon.ipv6_prefix.0);
+        let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.get(), anon.ipv6_prefix.get());
         #[allow(unused_mut)]
         let mut config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
         #[cfg(feature = "metrics")]
@@ -340,7 +358,8 @@ impl Limiter {
     /// than the new bucket holds is empty, and refills at the new rate). Shard counts in the
     /// current window carry over unless the number of shards or the window changes.
     ///
-    /// Refused, with the old profile left in force: a profile that drops a route class (callers
+    /// Refused, with the old profile left in force: an invalid profile (kind `Invalid`, as
+    /// parsing it would say), and (kind `Reload`) a profile that drops a route class (callers
     /// may hold its handle), changes `identities.capacity` (the table is allocated once: build a
     /// new limiter) or changes the anonymous prefixes (they are part of anonymous identities).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
@@ -381,11 +400,11 @@ impl Limiter {
                             Mode::Enforce
                         },
                         burst: PublishedBucket {
-                            tokens: l.burst.tokens.0,
+                            tokens: l.burst.tokens.get(),
                             per: l.burst.per,
                         },
                         sustained: PublishedBucket {
-                            tokens: l.sustained.tokens.0,
+                            tokens: l.sustained.tokens.get(),
                             per: l.sustained.per,
                         },
                         routes: p

@@ -150,7 +150,7 @@ impl Handles {
         let budget = cfg
             .profile
             .error_budget
-            .map(|b| (b.capacity_rejections.0, b.window.0));
+            .map(|b| (b.capacity_rejections.get(), b.window.get()));
         Handles {
             decisions,
             retry_after,

@@ -447,10 +447,10 @@ impl Handle {
             CatalogEntry::LimiterUnavailable,
         ];
         for (slot, entry) in self.codes.iter().zip(entries) {
-            let code = &profile.catalog.entry(entry).code;
+            let code = profile.catalog.entry(entry).code.as_str();
             let ptr = match interned.iter().find(|c| c.as_bytes() == code.as_bytes()) {
                 Some(c) => c.as_ptr(),
-                None => match CString::new(code.as_str()) {
+                None => match CString::new(code) {
                     Ok(c) => {
                         // The heap buffer of a `CString` does not move when the `Vec` grows,
                         // and nothing is removed before the handle is dropped.
@@ -650,9 +650,10 @@ pub unsafe extern "C" fn tg_limiter_new_from_yaml_err(
                 let profile = Profile::from_yaml(yaml)
                     .map_err(|e| Detail::profile(tg_result::InvalidProfile, &e))?;
                 let limiter = Limiter::builder(profile).build().map_err(|e| match e {
-                    BuildError::OutOfMemory { .. } => tg_result::OutOfMemory,
+                    BuildError::OutOfMemory { .. } => Detail::from(tg_result::OutOfMemory),
                     // No secret is set, so the builder makes its own random one.
-                    BuildError::EmptySecret => tg_result::Panic,
+                    BuildError::EmptySecret => Detail::from(tg_result::Panic),
+                    BuildError::Profile(e) => Detail::profile(tg_result::InvalidProfile, &e),
                 })?;
                 let handle = tg_limiter::into_raw(Box::new(Handle::new(limiter)));
                 // SAFETY: 1. `out` is not NULL (checked) and valid for a write of one pointer

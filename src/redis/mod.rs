@@ -119,8 +119,8 @@ impl State {
             .iter()
             .map(|c| {
                 let l = p.route_class(&c.name).expect("config follows profile");
-                let [bt, btau] = rate(l.burst.tokens.0, l.burst.per);
-                let [st, stau] = rate(l.sustained.tokens.0, l.sustained.per);
+                let [bt, btau] = rate(l.burst.tokens.get(), l.burst.per);
+                let [st, stau] = rate(l.sustained.tokens.get(), l.sustained.per);
                 [bt, btau, st, stau]
             })
             .collect();
@@ -129,7 +129,7 @@ impl State {
             .as_ref()
             .map(|c| (c.window_ns.div_ceil(1_000), c.slots_per_window));
         State {
-            timeout: p.store.timeout.0,
+            timeout: p.store.timeout.get(),
             classes,
             window,
             config,
@@ -157,6 +157,9 @@ pub enum ConnectError {
     Timeout(Duration),
     /// The key secret (from the builder or `TOLLGATE_KEY_SECRET`) is empty.
     EmptySecret,
+    /// The profile is invalid (built or changed in Rust): the same refusal as
+    /// parsing it would give.
+    Profile(ProfileError),
 }
 
 impl fmt::Display for ConnectError {
@@ -165,6 +168,7 @@ impl fmt::Display for ConnectError {
             ConnectError::Store(e) => write!(f, "redis: {e}"),
             ConnectError::Timeout(d) => write!(f, "redis did not answer within {d:?}"),
             ConnectError::EmptySecret => f.write_str("key secret must not be empty"),
+            ConnectError::Profile(e) => fmt::Display::fmt(e, f),
         }
     }
 }
@@ -173,6 +177,7 @@ impl std::error::Error for ConnectError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             ConnectError::Store(e) => Some(e),
+            ConnectError::Profile(e) => Some(e),
             _ => None,
         }
     }
@@ -221,9 +226,11 @@ impl RedisBuilder {
         self
     }
 
-    /// Connects, settles the key secret and loads the script. Fails if the server cannot be
-    /// reached within the connect timeout; once connected, outages only fail decisions closed.
+    /// Validates the profile, connects, settles the key secret and loads the script. Fails if
+    /// the server cannot be reached within the connect timeout; once connected, outages only
+    /// fail decisions closed.
     pub async fn connect(self) -> Result<RedisLimiter, ConnectError> {
+        self.profile.validate().map_err(ConnectError::Profile)?;
         let limit = self.connect_timeout;
         match tokio::time::timeout(limit, self.connect_inner()).await {
             Ok(r) => r,
@@ -255,7 +262,7 @@ impl RedisBuilder {
         let script = Script::new(SCRIPT);
         script.prepare_invoke().load_async(&mut conn).await?;
         let anon = self.profile.anonymous;
-        let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.0, anon.ipv6_prefix.0);
+        let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.get(), anon.ipv6_prefix.get());
         let config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
         Ok(RedisLimiter {
             conn,

@@ -6,7 +6,8 @@
 use tollgate_testkit as common;
 
 use common::mock_limiter;
-use tollgate::{BuildError, Decision, Key, KeyError, Limiter, Period, Profile, MAX_ID_LEN};
+use tollgate::profile::Period;
+use tollgate::{BuildError, Decision, Key, KeyError, Limiter, Profile, MAX_ID_LEN};
 
 const MIB: usize = 1 << 20;
 
@@ -131,7 +132,7 @@ fn period_parse_refuses_everything_but_an_integer_and_a_unit() {
     assert_eq!(Period::parse("1ms").unwrap().as_nanos(), 1_000_000);
     assert_eq!(
         Period::parse("366d").unwrap().as_nanos(),
-        tollgate::MAX_PERIOD_NANOS
+        tollgate::profile::MAX_PERIOD_NANOS
     );
     let huge_digits = format!("{}s", "9".repeat(MIB));
     let huge_zeros = format!("{}1s", "0".repeat(MIB));
@@ -159,7 +160,7 @@ fn period_parse_refuses_everything_but_an_integer_and_a_unit() {
         "\u{0}",
     ] {
         let e = Period::parse(bad).expect_err(&bad[..bad.len().min(40)]);
-        assert!(e.contains("invalid duration"), "{e}");
+        assert!(e.message().contains("invalid duration"), "{e}");
     }
     // Leading zeros are still an integer.
     assert_eq!(

@@ -8,5 +8,6 @@ mod key_flood;
 mod limiter;
 mod model;
 mod profile;
+mod profile_valid;
 mod stress;
 mod telemetry;

@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use tollgate::{Period, Profile};
+use tollgate::profile::Period;
+use tollgate::Profile;
 
 const EXAMPLE: &str = include_str!("../../examples/profiles/example.yaml");
 
@@ -20,25 +21,25 @@ route_classes:
 fn example_profile_is_accepted() {
     let p = Profile::from_yaml(EXAMPLE).unwrap();
     assert_eq!(p.name, "partner-apis");
-    assert_eq!(p.identities.capacity.0, 1_048_576);
+    assert_eq!(p.identities.capacity.get(), 1_048_576);
     let names: Vec<&str> = p.route_classes.iter().map(|(k, _)| k).collect();
     assert_eq!(names, ["read", "write", "registration", "expensive"]);
     let reg = p.route_class("registration").unwrap();
-    assert_eq!(reg.burst.tokens.0, 3);
-    assert_eq!(reg.burst.per.0, Duration::from_secs(60));
-    assert_eq!(reg.sustained.per.0, Duration::from_secs(86_400));
+    assert_eq!(reg.burst.tokens.get(), 3);
+    assert_eq!(reg.burst.per.get(), Duration::from_secs(60));
+    assert_eq!(reg.sustained.per.get(), Duration::from_secs(86_400));
     let sc = p.shared_capacity.as_ref().unwrap();
-    assert_eq!(sc.shards.0, 8);
-    assert_eq!(sc.tenants.get("acme").unwrap().weight.0, 1.5);
-    assert_eq!(sc.tenants.get("globex").unwrap().weight.0, 1.0);
+    assert_eq!(sc.shards.get(), 8);
+    assert_eq!(sc.tenants.get("acme").unwrap().weight.get(), 1.5);
+    assert_eq!(sc.tenants.get("globex").unwrap().weight.get(), 1.0);
     assert_eq!(p.routes.len(), 5);
-    assert_eq!(p.catalog.throttled.code, "rate_limited");
+    assert_eq!(p.catalog.throttled.code.as_str(), "rate_limited");
     assert_eq!(
-        p.catalog.over_capacity.type_uri,
+        p.catalog.over_capacity.type_uri.as_str(),
         "https://errors.example.com/over-capacity"
     );
-    assert_eq!(p.retry_after.max.0, Duration::from_secs(3600));
-    assert_eq!(p.anonymous.ipv6_prefix.0, 56);
+    assert_eq!(p.retry_after.max.get(), Duration::from_secs(3600));
+    assert_eq!(p.anonymous.ipv6_prefix.get(), 56);
 }
 
 #[test]
@@ -245,7 +246,11 @@ fn other_bad_values_are_refused() {
     );
     says(&Profile::from_yaml("").unwrap_err(), &[], None);
     says(&Profile::from_yaml("name: [").unwrap_err(), &[], None);
-    says(&Profile::from_yaml("- 1\n- 2\n").unwrap_err(), &[], None);
+    says(
+        &Profile::from_yaml("- 1\n- 2\n").unwrap_err(),
+        &["struct Profile"],
+        None,
+    );
 }
 
 #[test]

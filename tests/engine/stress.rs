@@ -18,7 +18,8 @@ use std::time::{Duration, Instant};
 
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
-use tollgate::{BucketKind, Cause, Decision, Key, Limiter, Profile, Tokens};
+use tollgate::profile::Tokens;
+use tollgate::{BucketKind, Cause, Decision, Key, Limiter, Profile};
 
 /// The largest admissions a bucket of `tokens` per `per` allows in `elapsed`.
 fn bound(tokens: u64, per: Duration, elapsed: Duration) -> u64 {
@@ -141,8 +142,8 @@ fn example() -> Profile {
 /// so that it is validated like any profile).
 fn example_with_burst_times(factor: u64) -> Profile {
     let mut p = example();
-    for (_, c) in p.route_classes.0.iter_mut() {
-        c.burst.tokens = Tokens(c.burst.tokens.0 * factor);
+    for (_, c) in p.route_classes.iter_mut() {
+        c.burst.tokens = Tokens::new(c.burst.tokens.get() * factor).unwrap();
     }
     Profile::from_yaml(&serde_yaml_ng::to_string(&p).unwrap()).unwrap()
 }
@@ -247,10 +248,10 @@ fn limits(p: &Profile) -> Vec<(u64, Duration, u64, Duration)> {
         .map(|n| {
             let l = p.route_class(n).unwrap();
             (
-                l.burst.tokens.0,
-                l.burst.per.0,
-                l.sustained.tokens.0,
-                l.sustained.per.0,
+                l.burst.tokens.get(),
+                l.burst.per.get(),
+                l.sustained.tokens.get(),
+                l.sustained.per.get(),
             )
         })
         .collect()

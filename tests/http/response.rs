@@ -117,7 +117,7 @@ fn capacity_and_store_are_503_and_omit_unknown_waits() {
 #[test]
 fn retry_after_is_capped_by_the_profile() {
     let mut p = example();
-    p.retry_after.max = tollgate::Period(Duration::from_secs(60));
+    p.retry_after.max = tollgate::profile::Period::from_secs(60).unwrap();
     let id = RequestId::generate();
     let long = throttle(86_400_000, BucketKind::Sustained);
     let r: Response<Vec<u8>> = Answer::new(long, &p, &id).refusal().unwrap();

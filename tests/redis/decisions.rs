@@ -10,8 +10,9 @@ use std::time::Duration;
 
 use common::Model;
 use redis_server::RedisServer;
-use tollgate::redis::RedisLimiter;
-use tollgate::{BucketKind, Cause, Decision, Key, Period, Profile};
+use tollgate::profile::{Period, ProfileErrorKind};
+use tollgate::redis::{ConnectError, RedisLimiter};
+use tollgate::{BucketKind, Cause, Decision, Key, Profile};
 
 fn profile(yaml: &str) -> Profile {
     Profile::from_yaml(yaml).unwrap()
@@ -20,7 +21,7 @@ fn profile(yaml: &str) -> Profile {
 /// These tests check decisions, not timeouts (`redis_outage` does): a generous `store.timeout`
 /// keeps a busy machine from turning a slow answer into a 503.
 fn relaxed(mut p: Profile) -> Profile {
-    p.store.timeout = Period(Duration::from_secs(5));
+    p.store.timeout = Period::from_secs(5).unwrap();
     p
 }
 
@@ -259,6 +260,35 @@ async fn peek_charges_nothing_and_reload_clamps() {
     let dropped = limiter.reload(profile(&yaml(1, "")));
     assert!(dropped.is_err(), "dropping a class is refused");
     assert!(limiter.route_class("x").is_some(), "the old profile stays");
+}
+
+/// Regression (issue 11): a profile changed in Rust was never validated by the Redis backend.
+/// The builder and `reload` refuse it with the error YAML gives, and the old profile stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invalid_profile_is_refused_by_connect_and_reload() {
+    let src = "name: r\nidentities: { capacity: 64 }\nroute_classes:\n  w:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 100, per: 1h }\nroutes:\n  - { method: GET, path: \"/**\", class: w }\n";
+    let mut bad = profile(src);
+    bad.routes[0].class = "unknown".into();
+    let expected = bad.validate().unwrap_err();
+    assert_eq!(expected.kind(), ProfileErrorKind::Invalid);
+    // Refused before connecting: no server is needed at this address.
+    match RedisLimiter::builder("redis://127.0.0.1:1", bad.clone())
+        .key_secret(b"test")
+        .connect()
+        .await
+    {
+        Err(ConnectError::Profile(e)) => assert_eq!(e, expected),
+        Err(e) => panic!("{e}"),
+        Ok(_) => panic!("connected with an invalid profile"),
+    }
+    let server = RedisServer::start();
+    let limiter = limiter(&server, profile(src)).await;
+    assert_eq!(limiter.reload(bad), Err(expected));
+    assert_eq!(
+        *limiter.profile(),
+        relaxed(profile(src)),
+        "the old profile stays"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,0 +1,114 @@
+//! The checks that span fields, or that a field's type cannot make on its own: what
+//! [`Profile::validate`] refuses. The scalars are valid by construction and need no check.
+
+use core::time::Duration;
+
+use super::error::ProfileError;
+use super::schema::Profile;
+
+/// A failed check, with what `from_yaml` searches the source for to give a position: the
+/// `key` and the start of its `value` (empty: the key alone).
+pub(super) struct Refusal {
+    pub(super) message: String,
+    pub(super) key: &'static str,
+    pub(super) value: String,
+}
+
+fn refuse(message: String, key: &'static str, value: &str) -> Result<(), Refusal> {
+    Err(Refusal {
+        message,
+        key,
+        value: value.to_owned(),
+    })
+}
+
+impl Profile {
+    /// Checks what no single field can: a name and at least one route class, routes naming
+    /// existing classes with a valid method and path, pinned tenants on existing shards, a
+    /// `Retry-After` cap of at least 1s. Deserializing a profile runs it, and so do
+    /// `Builder::build` and `Limiter::reload`; call it after changing a profile in Rust to
+    /// learn early. Refusals have kind [`Invalid`](super::ProfileErrorKind::Invalid) and no
+    /// position.
+    pub fn validate(&self) -> Result<(), ProfileError> {
+        self.check().map_err(|r| ProfileError::invalid(r.message))
+    }
+
+    pub(super) fn check(&self) -> Result<(), Refusal> {
+        if self.name.trim().is_empty() {
+            return refuse("name: must not be empty".into(), "name", "");
+        }
+        if self.route_classes.is_empty() {
+            return refuse(
+                "route_classes: at least one route class is needed".into(),
+                "route_classes",
+                "",
+            );
+        }
+        self.check_routes()?;
+        if let Some(sc) = &self.shared_capacity {
+            let shards = sc.shards.get();
+            for (name, t) in sc.tenants.iter() {
+                if let Some(s) = t.shard.filter(|&s| s >= shards) {
+                    return refuse(
+                        format!(
+                            "shared_capacity.tenants.{name}.shard: invalid value {s}, expected a \
+                             shard below shards ({shards})"
+                        ),
+                        "shard",
+                        &s.to_string(),
+                    );
+                }
+            }
+        }
+        let max = self.retry_after.max;
+        if max.get() < Duration::from_secs(1) {
+            return refuse(
+                format!("retry_after.max: invalid value {max}, expected at least 1s"),
+                "max",
+                &max.to_string(),
+            );
+        }
+        Ok(())
+    }
+
+    /// A route naming an unknown class would leave its requests unlimited.
+    fn check_routes(&self) -> Result<(), Refusal> {
+        for (i, r) in self.routes.iter().enumerate() {
+            if self.route_classes.get(&r.class).is_none() {
+                let known: Vec<&str> = self.route_classes.iter().map(|(k, _)| k).collect();
+                return refuse(
+                    format!(
+                        "routes[{i}].class: unknown route class {:?}, expected one of {known:?}",
+                        r.class
+                    ),
+                    "class",
+                    &r.class,
+                );
+            }
+            let method_ok = r.method == "*"
+                || (!r.method.is_empty() && r.method.bytes().all(|b| b.is_ascii_uppercase()));
+            if !method_ok {
+                return refuse(
+                    format!(
+                        "routes[{i}].method: invalid method {:?}, expected `*` or an upper-case \
+                         HTTP method",
+                        r.method
+                    ),
+                    "method",
+                    &r.method,
+                );
+            }
+            if !r.path.starts_with('/') {
+                return refuse(
+                    format!(
+                        "routes[{i}].path: invalid path {:?}, expected a path starting with `/`",
+                        r.path
+                    ),
+                    "path",
+                    &r.path,
+                );
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,190 @@
+//! Reading a profile from YAML: the size and nesting guard, parsing, and the positions
+//! (line and column) that point users at the offending value.
+
+use std::path::Path;
+
+use super::error::{watching_values, ProfileError, ProfileErrorKind};
+use super::schema::{Profile, RawProfile};
+
+impl Profile {
+    /// Parses and validates a profile.
+    pub fn from_yaml(src: &str) -> Result<Profile, ProfileError> {
+        check_shape(src)?;
+        let de = serde_yaml_ng::Deserializer::from_str(src);
+        // The raw form, so that the checks across fields run here, where the source is at
+        // hand to give them a position.
+        let (parsed, value_refused) =
+            watching_values(|| serde_path_to_error::deserialize::<_, RawProfile>(de));
+        let raw = parsed.map_err(|e| {
+            let path = e.path().to_string();
+            let inner = e.into_inner();
+            // serde_yaml_ng puts its own (shorter) path in front and the position at the end;
+            // both are replaced by the full field path and the position of the field itself.
+            let mut msg = inner.to_string();
+            if let Some(i) = msg.rfind(" at line ") {
+                msg.truncate(i);
+            }
+            if let Some((head, rest)) = msg.split_once(": ") {
+                if !head.contains(' ') {
+                    msg = rest.to_owned();
+                }
+            }
+            let pos = inner.location().map(|l| {
+                let last = path.rsplit('.').next().unwrap_or("");
+                refine_position(src, (l.line(), l.column()), last)
+            });
+            let msg = if path == "." {
+                msg
+            } else {
+                format!("{path}: {msg}")
+            };
+            let kind = if value_refused {
+                ProfileErrorKind::Invalid
+            } else {
+                ProfileErrorKind::Syntax
+            };
+            ProfileError::new(kind, msg).at(pos)
+        })?;
+        let profile = raw.unchecked();
+        profile.check().map_err(|r| {
+            ProfileError::invalid(r.message).at(find_key_value(src, r.key, &r.value))
+        })?;
+        Ok(profile)
+    }
+
+    /// Reads, parses and validates a profile file. Errors name the file.
+    pub fn from_path(path: impl AsRef<Path>) -> Result<Profile, ProfileError> {
+        let path = path.as_ref();
+        let src = std::fs::read_to_string(path)
+            .map_err(|e| ProfileError::io(format!("cannot read {}: {e}", path.display()), e))?;
+        Profile::from_yaml(&src).map_err(|e| {
+            let message = format!("{}: {}", path.display(), e.message());
+            e.with_message(message)
+        })
+    }
+}
+
+/// The largest profile source, in bytes.
+pub const MAX_PROFILE_BYTES: usize = 4 << 20;
+/// The deepest nesting of flow collections (`[`, `{`) a profile may have; the reference
+/// profile nests three deep.
+pub const MAX_PROFILE_NESTING: usize = 32;
+
+/// Refuses, before the YAML parser sees it, a source too large or nested too deep: the parser
+/// takes time quadratic in the nesting depth (64 KiB of `{a: ` took seconds).
+fn check_shape(src: &str) -> Result<(), ProfileError> {
+    if src.len() > MAX_PROFILE_BYTES {
+        return Err(ProfileError::new(
+            ProfileErrorKind::Syntax,
+            format!(
+                "the profile is {} bytes, more than the {MAX_PROFILE_BYTES} allowed",
+                src.len()
+            ),
+        ));
+    }
+    let (mut depth, mut quote) = (0usize, None);
+    for (ln, line) in src.lines().enumerate() {
+        for (col, c) in line.char_indices() {
+            match (quote, c) {
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '#') => break,
+                (None, '[' | '{') => {
+                    depth += 1;
+                    if depth > MAX_PROFILE_NESTING {
+                        return Err(ProfileError::new(
+                            ProfileErrorKind::Syntax,
+                            format!("collections nested more than {MAX_PROFILE_NESTING} deep"),
+                        )
+                        .at(Some((ln + 1, col + 1))));
+                    }
+                }
+                (None, ']' | '}') => depth = depth.saturating_sub(1),
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// serde_yaml_ng reports a bad scalar at the mapping that holds it; the value of `key` at or
+/// after that position is where the user should look.
+fn refine_position(src: &str, (line, column): (usize, usize), key: &str) -> (usize, usize) {
+    let at = src
+        .lines()
+        .nth(line.saturating_sub(1))
+        .and_then(|l| l.get(column.saturating_sub(1)..));
+    let is_mapping = at.is_some_and(|t| {
+        let name = t
+            .bytes()
+            .take_while(|b| b.is_ascii_alphanumeric() || *b == b'_')
+            .count();
+        t.starts_with('{') || (name > 0 && t[name..].trim_start().starts_with(':'))
+    });
+    if !is_mapping || key.is_empty() || key.contains('[') {
+        return (line, column);
+    }
+    let tail: String = src
+        .lines()
+        .skip(line.saturating_sub(1))
+        .enumerate()
+        .map(|(i, l)| {
+            if i == 0 {
+                // Blank out what precedes the mapping on its first line, keeping columns.
+                let cut = column.saturating_sub(1).min(l.len());
+                format!("{}{}\n", " ".repeat(cut), &l[cut..])
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    match find_key_value(&tail, key, "") {
+        Some((l, _)) => {
+            let text = tail.lines().nth(l - 1).unwrap_or("");
+            let at = text
+                .find(&format!("{key}:"))
+                .or_else(|| text.find(key))
+                .unwrap_or(0);
+            let after = &text[at + key.len()..];
+            let value = after.trim_start_matches([':', ' ', '\t']);
+            (line + l - 1, text.len() - value.len() + 1)
+        }
+        None => (line, column),
+    }
+}
+
+/// Finds `key: value` (block or flow style, value optionally quoted) in the source, for a
+/// position on checks that run after parsing. `value` empty matches the key alone.
+fn find_key_value(src: &str, key: &str, value: &str) -> Option<(usize, usize)> {
+    for (ln, line) in src.lines().enumerate() {
+        let mut from = 0;
+        while let Some(i) = line[from..].find(key) {
+            let start = from + i;
+            from = start + key.len();
+            let before_ok = start == 0
+                || matches!(
+                    line.as_bytes()[start - 1],
+                    b' ' | b'{' | b',' | b'-' | b'\t'
+                );
+            let rest = line[from..].trim_start();
+            let Some(rest) = rest.strip_prefix(':') else {
+                continue;
+            };
+            if !before_ok {
+                continue;
+            }
+            let rest = rest.trim_start();
+            let rest = rest.trim_start_matches(['"', '\'']);
+            if value.is_empty() || rest.starts_with(value) {
+                let col = if value.is_empty() {
+                    start
+                } else {
+                    line.len() - rest.len()
+                };
+                return Some((ln + 1, col + 1));
+            }
+        }
+    }
+    None
+}
