@@ -7,7 +7,9 @@ mod app;
 #[path = "../../examples/storm/storm.rs"]
 mod storm;
 
+mod caller;
 mod gateway_tcp;
 mod layer;
 mod response;
 mod retry_storm;
+mod routes;
