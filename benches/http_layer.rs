@@ -14,7 +14,8 @@ use axum::routing::get;
 use axum::Router;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use http::Request;
-use tollgate::tower::{RateLimitLayer, VerifiedIdentity};
+use tollgate::http::VerifiedIdentity;
+use tollgate::tower::RateLimitLayer;
 use tollgate::{Limiter, Profile};
 use tower::ServiceExt;
 

@@ -96,9 +96,9 @@ impl ResponseMeta for StatusCode {
     }
 }
 
-/// What the retry loop does with one attempt's outcome.
+/// How [`Classifier`] classifies one attempt's outcome, and so what the retry loop does next.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Verdict {
+pub enum Classification {
     /// Done: 1xx, 2xx, 3xx.
     Success,
     /// Worth another attempt (after a wait), if attempts, budget and deadline allow.
@@ -171,27 +171,27 @@ impl Classifier {
         self.retryable.contains(&status)
     }
 
-    /// The verdict for a response with `status` to a request with `method`, keyed or not.
-    pub fn response(&self, status: StatusCode, method: &Method, has_key: bool) -> Verdict {
+    /// The classification of a response with `status` to a request with `method`, keyed or not.
+    pub fn response(&self, status: StatusCode, method: &Method, has_key: bool) -> Classification {
         if !(status.is_client_error() || status.is_server_error()) {
-            return Verdict::Success;
+            return Classification::Success;
         }
         let may_repeat = has_key || is_idempotent(method);
         let retryable = self.is_retryable_status(status)
             || (status == StatusCode::CONFLICT && has_key && self.retry_409_with_key);
         if retryable && may_repeat {
-            Verdict::Retry
+            Classification::Retry
         } else {
-            Verdict::Final
+            Classification::Final
         }
     }
 
-    /// The verdict for a transport failure: a request that never left is always retried.
-    pub fn transport(&self, state: SendState, method: &Method, has_key: bool) -> Verdict {
+    /// The classification of a transport failure: a request that never left is always retried.
+    pub fn transport(&self, state: SendState, method: &Method, has_key: bool) -> Classification {
         match state {
-            SendState::NotSent => Verdict::Retry,
-            SendState::SentNoResponse if has_key || is_idempotent(method) => Verdict::Retry,
-            SendState::SentNoResponse => Verdict::Final,
+            SendState::NotSent => Classification::Retry,
+            SendState::SentNoResponse if has_key || is_idempotent(method) => Classification::Retry,
+            SendState::SentNoResponse => Classification::Final,
         }
     }
 }
@@ -228,7 +228,7 @@ mod tests {
         let c = Classifier::default();
         let get = Method::GET;
         let post = Method::POST;
-        use Verdict::*;
+        use Classification::*;
         for (status, method, key, want) in [
             (200, &get, false, Success),
             (304, &get, false, Success),
@@ -266,8 +266,8 @@ mod tests {
     #[test]
     fn transport_table() {
         let c = Classifier::default();
+        use Classification::*;
         use SendState::*;
-        use Verdict::*;
         assert_eq!(c.transport(NotSent, &Method::POST, false), Retry);
         assert_eq!(c.transport(SentNoResponse, &Method::POST, false), Final);
         assert_eq!(c.transport(SentNoResponse, &Method::POST, true), Retry);

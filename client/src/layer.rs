@@ -86,7 +86,7 @@ impl<S, C: Clone> Layer<S> for RetryLayer<C> {
     fn layer(&self, inner: S) -> Self::Service {
         RetryService {
             inner,
-            shared: Arc::new(Shared {
+            settings: Arc::new(RetrySettings {
                 policy: self.policy.clone(),
                 budget: self.budget.clone(),
                 generate_keys: self.generate_keys,
@@ -96,8 +96,9 @@ impl<S, C: Clone> Layer<S> for RetryLayer<C> {
     }
 }
 
+/// What the layer was configured with, shared by every service it makes and every call.
 #[derive(Debug)]
-struct Shared<C> {
+struct RetrySettings<C> {
     policy: RetryPolicy,
     budget: RetryBudget,
     generate_keys: bool,
@@ -117,11 +118,13 @@ struct Shared<C> {
 #[derive(Clone, Debug)]
 pub struct RetryService<S, C = IoSendState> {
     inner: S,
-    shared: Arc<Shared<C>>,
+    settings: Arc<RetrySettings<C>>,
 }
 
-/// The future of [`RetryService::call`].
-pub type ResponseFuture<RB, E> =
+/// The future of [`RetryService::call`]: the whole retry loop of one logical request. Boxed,
+/// since the loop awaits the inner service's futures and the waits, which have no name to put
+/// in a type.
+pub type RetryFuture<RB, E> =
     Pin<Box<dyn Future<Output = Result<Response<RB>, RetryError<Response<RB>, E>>> + Send>>;
 
 impl<S, B, RB, C> Service<Request<B>> for RetryService<S, C>
@@ -135,30 +138,30 @@ where
 {
     type Response = Response<RB>;
     type Error = RetryError<Response<RB>, S::Error>;
-    type Future = ResponseFuture<RB, S::Error>;
+    type Future = RetryFuture<RB, S::Error>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Poll::Ready(Ok(()))
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let shared = Arc::clone(&self.shared);
+        let settings = Arc::clone(&self.settings);
         let inner = self.inner.clone();
         Box::pin(async move {
             let had_key = req.headers().contains_key(&IDEMPOTENCY_KEY);
             let key = if had_key {
                 // Its exact bytes stay in the header; the loop only needs to know it is there.
                 IdempotencyKey::Given(Arc::from(""))
-            } else if shared.generate_keys && !is_idempotent(req.method()) {
+            } else if settings.generate_keys && !is_idempotent(req.method()) {
                 IdempotencyKey::Generate
             } else {
                 IdempotencyKey::None
             };
             let call = Call::new(req.method().clone()).with_key(key);
-            let for_attempts = Arc::clone(&shared);
+            let for_attempts = Arc::clone(&settings);
             // `move`: the closure owns the service and the request (Send, not necessarily Sync)
             // and hands each attempt its own clones.
-            let result = execute(&shared.policy, &shared.budget, call, move |attempt| {
+            let result = execute(&settings.policy, &settings.budget, call, move |attempt| {
                 let mut svc = inner.clone();
                 let mut req = req.clone();
                 if let (false, Some(k)) = (had_key, &attempt.idempotency_key) {
@@ -166,14 +169,14 @@ where
                         req.headers_mut().insert(IDEMPOTENCY_KEY, v);
                     }
                 }
-                let shared = Arc::clone(&for_attempts);
+                let settings = Arc::clone(&for_attempts);
                 async move {
                     let sent = async {
                         std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
                         svc.call(req).await
                     };
                     sent.await.map_err(|e| TransportError {
-                        state: shared.send_state.send_state(&e),
+                        state: settings.send_state.send_state(&e),
                         error: e,
                     })
                 }

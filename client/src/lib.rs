@@ -66,12 +66,11 @@ mod stats;
 pub use backoff::{Backoff, Delays, Jitter};
 pub use budget::RetryBudget;
 pub use classify::{
-    is_idempotent, send_state_from_io, Classifier, ResponseMeta, SendState, TransportError, Verdict,
+    is_idempotent, send_state_from_io, Classification, Classifier, ResponseMeta, SendState,
+    TransportError,
 };
 pub use clock::{Clock, ManualClock, Sleep, TokioClock};
-pub use layer::{
-    IoSendState, ResponseFuture, RetryLayer, RetryService, SendStateOf, IDEMPOTENCY_KEY,
-};
+pub use layer::{IoSendState, RetryFuture, RetryLayer, RetryService, SendStateOf, IDEMPOTENCY_KEY};
 pub use policy::{
     execute, new_idempotency_key, Attempt, Call, GiveUp, IdempotencyKey, Last, RetryError,
     RetryPolicy,

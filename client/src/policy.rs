@@ -11,7 +11,7 @@ use http::Method;
 
 use super::backoff::Backoff;
 use super::budget::RetryBudget;
-use super::classify::{Classifier, ResponseMeta, SendState, TransportError, Verdict};
+use super::classify::{Classification, Classifier, ResponseMeta, SendState, TransportError};
 use super::clock::{Clock, TokioClock};
 use super::retry_after::parse_retry_after;
 use super::stats::ClientStats;
@@ -477,7 +477,7 @@ where
         let outcome = with_timeout(clock, timeout, op(attempt)).await;
 
         let mut server_wait = None;
-        let verdict = match outcome {
+        let classification = match outcome {
             Some(Ok(resp)) => {
                 if let Some(v) = resp.retry_after() {
                     server_wait = parse_retry_after(v, clock.wall());
@@ -486,7 +486,7 @@ where
                 let v = policy
                     .classifier
                     .response(resp.status(), &call.method, has_key);
-                if v == Verdict::Success {
+                if v == Classification::Success {
                     stats.finish(number, None);
                     return Ok(resp);
                 }
@@ -505,7 +505,7 @@ where
                     .transport(SendState::SentNoResponse, &call.method, has_key)
             }
         };
-        if verdict == Verdict::Final {
+        if classification == Classification::Final {
             break GiveUp::NonRetryable;
         }
         if number >= policy.max_attempts {

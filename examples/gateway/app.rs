@@ -21,8 +21,10 @@ use axum::{Json, Router};
 use metrics_exporter_prometheus::PrometheusHandle;
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tollgate::http::{RequestId, PROBLEM_JSON, X_REQUEST_ID};
-use tollgate::tower::{Cidr, PeerExtractor, RateLimitLayer, VerifiedIdentity};
+use tollgate::http::{
+    Cidr, PeerExtractor, RequestId, VerifiedIdentity, PROBLEM_JSON, X_REQUEST_ID,
+};
+use tollgate::tower::RateLimitLayer;
 use tollgate::{Limiter, Profile};
 
 /// Bearer token to verified identity, from a small YAML file:

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use metrics_exporter_prometheus::PrometheusBuilder;
-use tollgate::tower::Cidr;
+use tollgate::http::Cidr;
 use tollgate::{Limiter, Profile};
 
 struct Args {

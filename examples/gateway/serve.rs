@@ -31,8 +31,8 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
+use tollgate::http::Cidr;
 use tollgate::http::PROBLEM_JSON;
-use tollgate::tower::Cidr;
 use tower::ServiceExt;
 
 /// How much of the gateway one client, or all of them, may hold.

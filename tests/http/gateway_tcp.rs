@@ -13,8 +13,8 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 use serde_json::{json, Value};
+use tollgate::http::Cidr;
 use tollgate::quanta::{Clock, Mock};
-use tollgate::tower::Cidr;
 use tollgate::{Limiter, Profile};
 
 const TOKENS: &str = r#"

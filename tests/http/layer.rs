@@ -1,17 +1,14 @@
-//! `tollgate::tower`: route globs, client addresses behind proxies, and the layer around a plain
-//! tower service (no sockets; the gateway tests cover TCP).
+//! `tollgate::tower`: the layer around a plain tower service (no sockets; the gateway tests
+//! cover TCP).
 
 use std::convert::Infallible;
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-use http::{HeaderMap, HeaderValue, Method, Request, Response};
-use tollgate::tower::{
-    Caller, Cidr, ForwardedHeader, KeyExtractor, PeerExtractor, RateLimitLayer, RateLimitOutcome,
-    RouteTable, VerifiedIdentity,
-};
-use tollgate::{Decision, KeyError, Limiter, Profile};
+use http::{HeaderValue, Method, Request, Response};
+use tollgate::tower::{RateLimitLayer, RateLimitOutcome};
+use tollgate::{Decision, Limiter, Profile};
 use tower::{service_fn, Layer, ServiceExt};
 
 const PROFILE: &str = r#"
@@ -34,157 +31,12 @@ routes:
   - { method: "*",  path: "/v1/**",            class: write }
 "#;
 
-fn limiter() -> Arc<Limiter> {
+pub(crate) fn limiter() -> Arc<Limiter> {
     Arc::new(
         Limiter::builder(Profile::from_yaml(PROFILE).unwrap())
             .build()
             .unwrap(),
     )
-}
-
-fn ip(s: &str) -> IpAddr {
-    s.parse().unwrap()
-}
-
-#[test]
-fn globs_match_segments_and_the_first_route_wins() {
-    let l = limiter();
-    let table = RouteTable::compile(&l.profile(), |n| l.route_class(n));
-    let class = |m: Method, p: &str| table.classify(&m, p).map(|e| e.class_name().to_owned());
-    assert_eq!(class(Method::GET, "/v1/items").as_deref(), Some("read"));
-    assert_eq!(class(Method::GET, "/v1/a/b/c").as_deref(), Some("read"));
-    assert_eq!(class(Method::GET, "/v1").as_deref(), Some("read"));
-    assert_eq!(
-        class(Method::POST, "/v1/things/7/run").as_deref(),
-        Some("special")
-    );
-    // `*` is exactly one segment.
-    assert_eq!(
-        class(Method::POST, "/v1/things/7/8/run").as_deref(),
-        Some("write")
-    );
-    assert_eq!(
-        class(Method::POST, "/v1/things/run").as_deref(),
-        Some("write")
-    );
-    assert_eq!(class(Method::DELETE, "/v1/x").as_deref(), Some("write"));
-    assert_eq!(class(Method::GET, "/v2/items"), None);
-    assert_eq!(class(Method::GET, "/"), None);
-    assert_eq!(class(Method::GET, "/v10/items"), None);
-    let write = table.classify(&Method::PUT, "/v1/x").unwrap();
-    assert_eq!(
-        write.policy(),
-        "\"burst\";q=1;w=1, \"sustained\";q=100;w=3600"
-    );
-}
-
-#[test]
-fn cidrs_parse_and_contain() {
-    let n: Cidr = "10.1.2.3/8".parse().unwrap();
-    assert_eq!(n.to_string(), "10.0.0.0/8");
-    assert!(n.contains(ip("10.255.0.1")));
-    assert!(n.contains(ip("::ffff:10.0.0.1")));
-    assert!(!n.contains(ip("11.0.0.1")));
-    let v6: Cidr = "2001:db8::/32".parse().unwrap();
-    assert!(v6.contains(ip("2001:db8:ffff::1")));
-    assert!(!v6.contains(ip("10.0.0.1")));
-    let host: Cidr = "192.0.2.1".parse().unwrap();
-    assert_eq!(host.to_string(), "192.0.2.1/32");
-    let all: Cidr = "0.0.0.0/0".parse().unwrap();
-    assert!(all.contains(ip("203.0.113.9")));
-    for bad in ["10.0.0.0/33", "10.0.0/8", "x", "::/129", "10.0.0.0/"] {
-        assert!(bad.parse::<Cidr>().is_err(), "{bad}");
-    }
-}
-
-fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
-    let mut h = HeaderMap::new();
-    for (k, v) in pairs {
-        h.append(*k, HeaderValue::from_static(v));
-    }
-    h
-}
-
-#[test]
-fn forwarded_addresses_are_believed_only_from_trusted_proxies() {
-    let x = PeerExtractor::new().trust_proxies([
-        "10.0.0.0/8".parse().unwrap(),
-        "2001:db8::/32".parse().unwrap(),
-    ]);
-    let spoof = headers(&[("x-forwarded-for", "1.2.3.4")]);
-    // Untrusted peer: its headers are ignored.
-    assert_eq!(x.client_ip(ip("203.0.113.5"), &spoof), ip("203.0.113.5"));
-    // Trusted peer: the rightmost untrusted entry, whatever the client wrote to its left.
-    let chain = headers(&[("x-forwarded-for", "6.6.6.6, 198.51.100.7, 10.0.0.2")]);
-    assert_eq!(x.client_ip(ip("10.0.0.1"), &chain), ip("198.51.100.7"));
-    // Several header lines are one list, in order.
-    let lines = headers(&[
-        ("x-forwarded-for", "6.6.6.6"),
-        ("x-forwarded-for", "198.51.100.8"),
-    ]);
-    assert_eq!(x.client_ip(ip("10.0.0.1"), &lines), ip("198.51.100.8"));
-    // All trusted: the leftmost proxy is as far as the chain goes.
-    let inner = headers(&[("x-forwarded-for", "10.9.9.9")]);
-    assert_eq!(x.client_ip(ip("10.0.0.1"), &inner), ip("10.9.9.9"));
-    // Garbage stops the walk at the last trusted hop.
-    let junk = headers(&[("x-forwarded-for", "1.1.1.1, not-an-ip")]);
-    assert_eq!(x.client_ip(ip("10.0.0.1"), &junk), ip("10.0.0.1"));
-    // No header: the peer itself.
-    assert_eq!(
-        x.client_ip(ip("10.0.0.1"), &HeaderMap::new()),
-        ip("10.0.0.1")
-    );
-    // Proxies that write X-Forwarded-For: a client's own `Forwarded` is not read.
-    let forged = headers(&[
-        ("forwarded", "for=6.6.6.6"),
-        ("x-forwarded-for", "198.51.100.9"),
-    ]);
-    assert_eq!(x.client_ip(ip("10.0.0.1"), &forged), ip("198.51.100.9"));
-
-    // Proxies that write RFC 7239 Forwarded: quotes, ports, brackets, other parameters.
-    let f = x.clone().forwarded_header(ForwardedHeader::Forwarded);
-    let fwd = headers(&[
-        ("forwarded", "for=6.6.6.6, for=\"[2001:db8:cafe::17]:4711\""),
-        ("x-forwarded-for", "5.5.5.5"),
-    ]);
-    assert_eq!(f.client_ip(ip("10.0.0.1"), &fwd), ip("6.6.6.6"));
-    let fwd = headers(&[
-        ("forwarded", "for=\"198.51.100.3:999\", for=10.0.0.5"),
-        ("x-forwarded-for", "5.5.5.5"),
-    ]);
-    assert_eq!(f.client_ip(ip("10.0.0.1"), &fwd), ip("198.51.100.3"));
-    let fwd = headers(&[("forwarded", "for=192.0.2.60;proto=http;by=203.0.113.43")]);
-    assert_eq!(f.client_ip(ip("10.0.0.1"), &fwd), ip("192.0.2.60"));
-    let hidden = headers(&[("forwarded", "for=unknown")]);
-    assert_eq!(f.client_ip(ip("10.0.0.1"), &hidden), ip("10.0.0.1"));
-    let forged = headers(&[("x-forwarded-for", "6.6.6.6")]);
-    assert_eq!(f.client_ip(ip("10.0.0.1"), &forged), ip("10.0.0.1"));
-}
-
-#[test]
-fn the_verified_identity_wins_over_the_address() {
-    let x = PeerExtractor::new();
-    let mut req = Request::new(());
-    req.extensions_mut()
-        .insert(SocketAddr::from(([192, 0, 2, 1], 5555)));
-    assert_eq!(x.caller(&req), Caller::Anonymous(ip("192.0.2.1")));
-    let id = VerifiedIdentity::new("acme", "alice").unwrap();
-    req.extensions_mut().insert(id.clone());
-    assert_eq!(x.caller(&req), Caller::Verified(id));
-    // No peer address at all: one shared bucket, never unlimited.
-    assert_eq!(
-        x.caller(&Request::new(())),
-        Caller::Anonymous(ip("0.0.0.0"))
-    );
-    assert_eq!(
-        VerifiedIdentity::new("", "a").unwrap_err(),
-        KeyError::EmptyTenant
-    );
-    assert_eq!(
-        VerifiedIdentity::new("t", "").unwrap_err(),
-        KeyError::EmptyPrincipal
-    );
-    assert!(!format!("{:?}", VerifiedIdentity::new("acme", "alice").unwrap()).contains("acme"));
 }
 
 type Svc = tower::util::BoxCloneService<Request<String>, Response<Vec<u8>>, Infallible>;
@@ -379,4 +231,47 @@ async fn poll_ready_delegates_to_the_inner_service() {
         .await
         .unwrap_err();
     assert_eq!(err, "inner down");
+}
+
+/// The HTTP types the layer works with moved to `tollgate::http`; the paths users wrote before,
+/// under `tollgate::tower`, still name the same types.
+#[test]
+fn the_http_types_keep_their_tower_paths() {
+    use std::any::TypeId;
+    assert_eq!(
+        TypeId::of::<tollgate::tower::PeerExtractor>(),
+        TypeId::of::<tollgate::http::PeerExtractor>()
+    );
+    assert_eq!(
+        TypeId::of::<tollgate::tower::Cidr>(),
+        TypeId::of::<tollgate::http::Cidr>()
+    );
+    assert_eq!(
+        TypeId::of::<tollgate::tower::CidrError>(),
+        TypeId::of::<tollgate::http::CidrError>()
+    );
+    assert_eq!(
+        TypeId::of::<tollgate::tower::ForwardedHeader>(),
+        TypeId::of::<tollgate::http::ForwardedHeader>()
+    );
+    assert_eq!(
+        TypeId::of::<tollgate::tower::VerifiedIdentity>(),
+        TypeId::of::<tollgate::http::VerifiedIdentity>()
+    );
+    assert_eq!(
+        TypeId::of::<tollgate::tower::Caller>(),
+        TypeId::of::<tollgate::http::Caller>()
+    );
+    assert_eq!(
+        TypeId::of::<tollgate::tower::RouteTable>(),
+        TypeId::of::<tollgate::http::RouteTable>()
+    );
+    assert_eq!(
+        TypeId::of::<tollgate::tower::RouteEntry>(),
+        TypeId::of::<tollgate::http::RouteEntry>()
+    );
+    fn extractor<X: tollgate::tower::KeyExtractor>() {}
+    fn backend<A: tollgate::tower::Admission>() {}
+    extractor::<tollgate::http::PeerExtractor>();
+    backend::<Arc<Limiter>>();
 }

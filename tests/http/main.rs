@@ -10,8 +10,10 @@ mod serve;
 #[path = "../../examples/storm/storm.rs"]
 mod storm;
 
+mod caller;
 mod gateway_limits;
 mod gateway_tcp;
 mod layer;
 mod response;
 mod retry_storm;
+mod routes;

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use http::{Method, Response, StatusCode};
 use tollgate_client::{
-    execute, Attempt, Backoff, Call, ClientStats, GiveUp, Jitter, Last, ManualClock, RetryBudget,
-    RetryPolicy, TransportError,
+    execute, Attempt, Backoff, Call, Classification, Classifier, ClientStats, GiveUp, Jitter, Last,
+    ManualClock, RetryBudget, RetryPolicy, SendState, TransportError,
 };
 
 type Out = Result<Response<()>, TransportError<io::Error>>;
@@ -618,4 +618,27 @@ async fn budget_is_shared_by_concurrent_tasks() {
     let st = policy.client_stats().snapshot();
     assert_eq!(st.requests, 2_000);
     assert!(st.amplification() <= 1.25, "{}", st.amplification());
+}
+
+/// The public classification the loop acts on: what a caller's own loop would see from the
+/// same [`Classifier`].
+#[test]
+fn the_classifier_tells_success_retry_and_final_apart() {
+    let c = Classifier::default();
+    assert_eq!(
+        c.response(StatusCode::OK, &Method::POST, false),
+        Classification::Success
+    );
+    assert_eq!(
+        c.response(StatusCode::TOO_MANY_REQUESTS, &Method::GET, false),
+        Classification::Retry
+    );
+    assert_eq!(
+        c.response(StatusCode::TOO_MANY_REQUESTS, &Method::POST, false),
+        Classification::Final
+    );
+    assert_eq!(
+        c.transport(SendState::NotSent, &Method::POST, false),
+        Classification::Retry
+    );
 }

@@ -1,0 +1,73 @@
+//! The rate-limit header names and the values computed from the profile.
+//!
+//! The syntax follows the newest IETF httpapi draft, `draft-ietf-httpapi-ratelimit-headers-11`:
+//! `RateLimit-Policy` is a structured-field List of String items with `q` (quota) and `w`
+//! (window, whole seconds) parameters, one item for the burst bucket and one for the sustained
+//! bucket; `RateLimit` carries `r` (remaining) per policy. The `t` parameter is left out: a token
+//! bucket refills continuously, so there is no window within which the caller can use no more
+//! than `r`, and the draft makes `t` optional.
+
+use core::time::Duration;
+
+use ::http::header::{HeaderName, HeaderValue};
+
+use crate::decision::BucketKind;
+use crate::limiter::Remaining;
+use crate::profile::{BucketLimit, RouteClassLimits};
+
+/// `X-Request-Id`: taken from the request when well-formed, echoed in the response and body.
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// `RateLimit-Policy` (ratelimit-headers draft 11): the caller's own quota policies.
+pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
+/// `RateLimit` (ratelimit-headers draft 11): the caller's own remaining quota, when opted in.
+pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// The burst bucket's policy name in `RateLimit-Policy` and `RateLimit`.
+pub const BURST_POLICY: &str = "burst";
+/// The sustained bucket's policy name in `RateLimit-Policy` and `RateLimit`.
+pub const SUSTAINED_POLICY: &str = "sustained";
+
+/// The policy name of `bucket`, as the headers and the problem body's `violated-policies` say it.
+pub(crate) fn bucket_policy(bucket: BucketKind) -> &'static str {
+    match bucket {
+        BucketKind::Burst => BURST_POLICY,
+        BucketKind::Sustained => SUSTAINED_POLICY,
+    }
+}
+
+/// Whole seconds for the draft's `w` parameter, rounded up (at least 1): a sub-second or
+/// fractional period is published as a longer window with the same quota, which never tells a
+/// caller it may send more than it may.
+fn window_secs(per: Duration) -> u64 {
+    (per.as_secs() + u64::from(per.subsec_nanos() > 0)).max(1)
+}
+
+fn policy_item(out: &mut String, name: &str, b: &BucketLimit) {
+    use core::fmt::Write as _;
+    let _ = write!(
+        out,
+        "\"{name}\";q={};w={}",
+        b.tokens.get(),
+        window_secs(b.per.get())
+    );
+}
+
+/// `RateLimit-Policy` for one route class: `"burst";q=50;w=1, "sustained";q=6000;w=3600`.
+///
+/// Computed once per route class and profile, not per request (see [`RouteTable`](super::RouteTable)).
+pub fn policy_header(limits: &RouteClassLimits) -> HeaderValue {
+    let mut s = String::with_capacity(64);
+    policy_item(&mut s, BURST_POLICY, &limits.burst);
+    s.push_str(", ");
+    policy_item(&mut s, SUSTAINED_POLICY, &limits.sustained);
+    HeaderValue::from_str(&s).expect("names and integers are a valid header value")
+}
+
+/// `RateLimit` for the caller's own buckets: `"burst";r=49, "sustained";r=5999`.
+pub fn remaining_header(remaining: Remaining) -> HeaderValue {
+    let s = format!(
+        "\"{BURST_POLICY}\";r={}, \"{SUSTAINED_POLICY}\";r={}",
+        remaining.burst, remaining.sustained
+    );
+    HeaderValue::from_str(&s).expect("names and integers are a valid header value")
+}
