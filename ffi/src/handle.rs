@@ -6,7 +6,7 @@ use std::ffi::{CStr, CString};
 // The handle's own words are plain std atomics rather than `crate::sync`'s: they are not part
 // of the table that the loom models check, and loom's types only work inside a model.
 use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, MutexGuard};
 
 use tollgate::{CatalogEntry, Decision, Limiter, RouteClass};
 
@@ -72,7 +72,7 @@ impl Handle {
 
     /// Takes the `interned` lock. A panic while it was held (a bug) leaves a vector that was
     /// only ever pushed to, so its poisoning is ignored.
-    pub(crate) fn interned(&self) -> std::sync::MutexGuard<'_, Vec<CString>> {
+    pub(crate) fn interned(&self) -> MutexGuard<'_, Vec<CString>> {
         self.interned.lock().unwrap_or_else(|e| e.into_inner())
     }
 

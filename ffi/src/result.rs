@@ -96,8 +96,14 @@ result_table! {
 const _: () = {
     let mut i = 0;
     while i < ALL_RESULTS.len() {
-        assert!(i == 0 || (ALL_RESULTS[i - 1] as u32) < (ALL_RESULTS[i] as u32));
-        assert!(ALL_RESULTS[i].message().len() < TG_ERROR_MESSAGE_CAPACITY);
+        assert!(
+            i == 0 || (ALL_RESULTS[i - 1] as u32) < (ALL_RESULTS[i] as u32),
+            "result_table! lists each code once, in increasing order"
+        );
+        assert!(
+            ALL_RESULTS[i].message().len() < TG_ERROR_MESSAGE_CAPACITY,
+            "a result message does not fit TG_ERROR_MESSAGE_CAPACITY with its NUL"
+        );
         i += 1;
     }
 };

@@ -82,10 +82,13 @@ fn result_codes_are_stable() {
     for (r, v) in expected {
         assert_eq!(r as u32, v);
         assert_eq!(tg_result::from_u32(v), Some(r));
+        assert_eq!(u32::from(r), v);
+        assert_eq!(tg_result::try_from(v), Ok(r));
         assert!(r.message().len() < TG_ERROR_MESSAGE_CAPACITY);
     }
     assert!(UNKNOWN_RESULT_MESSAGE.len() < TG_ERROR_MESSAGE_CAPACITY);
     assert_eq!(tg_result::from_u32(1), None);
+    assert_eq!(tg_result::try_from(7007), Err(7007));
 }
 
 #[test]
