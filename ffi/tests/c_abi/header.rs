@@ -1,4 +1,5 @@
-//! The checked-in `include/tollgate.h` is what cbindgen makes from `src/lib.rs` now.
+//! The checked-in `include/tollgate.h` is what cbindgen makes from `src/lib.rs` now (and from the
+//! modules it declares, which cbindgen follows: `result.rs`, `decision.rs`, ...).
 //!
 //! Regenerate it with `TOLLGATE_BLESS_HEADER=1 cargo test -p tollgate-ffi --test c_abi header`.
 
@@ -12,7 +13,7 @@ fn header_is_up_to_date() {
     let config = cbindgen::Config::from_file(root.join("cbindgen.toml")).expect("cbindgen.toml");
     let mut generated = Vec::new();
     cbindgen::Builder::new()
-        // Only the C ABI's module: the crate's own `pub const`s are Rust API, not C's.
+        // The crate root: cbindgen follows its `mod` declarations into every file of `src/`.
         .with_src(root.join("src/lib.rs"))
         .with_config(config)
         .generate()

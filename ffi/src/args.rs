@@ -1,0 +1,77 @@
+//! Pointer and length arguments from C: checked here, before anything reads through them.
+//!
+//! A NULL pointer is `TG_RESULT_NULL_ARGUMENT` (for strings even with a length of 0), a length
+//! above `PTRDIFF_MAX` is `TG_RESULT_LENGTH_OVERFLOW`; only then are the bytes read, and only
+//! during the call.
+
+use core::ffi::c_char;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+
+use crate::tg_result;
+
+/// The longest tenant or principal id that `tg_admit` takes, in bytes.
+pub const TG_MAX_ID_LEN: usize = 1024;
+const _: () = assert!(TG_MAX_ID_LEN == tollgate::MAX_ID_LEN);
+
+/// Bytes from C: not NULL, at most `isize::MAX` long.
+///
+/// # Safety
+/// A non-NULL `ptr` is valid for reads of `len` bytes during `'a`, not written meanwhile.
+#[inline]
+pub(crate) unsafe fn bytes_arg<'a>(ptr: *const u8, len: usize) -> Result<&'a [u8], tg_result> {
+    if ptr.is_null() {
+        return Err(tg_result::NullArgument);
+    }
+    if len > isize::MAX as usize {
+        return Err(tg_result::LengthOverflow);
+    }
+    // SAFETY: 1. `ptr` is not NULL (checked), and `u8` needs no alignment. 2. `len` is at most
+    // `isize::MAX` (checked). 3. The caller guarantees `len` readable bytes at `ptr`, not
+    // written during `'a`.
+    Ok(unsafe { core::slice::from_raw_parts(ptr, len) })
+}
+
+/// A UTF-8 string from C as pointer and length.
+///
+/// # Safety
+/// As `bytes_arg`.
+#[inline]
+pub(crate) unsafe fn str_arg<'a>(ptr: *const c_char, len: usize) -> Result<&'a str, tg_result> {
+    // SAFETY: 1. The caller's guarantees are those `bytes_arg` needs. 2. `c_char` and `u8` have
+    // the same size and alignment.
+    let bytes = unsafe { bytes_arg(ptr.cast::<u8>(), len) }?;
+    core::str::from_utf8(bytes).map_err(|_| tg_result::InvalidUtf8)
+}
+
+/// An IP address from C: 4 bytes (IPv4) or 16 (IPv6), in network byte order.
+///
+/// # Safety
+/// A non-NULL `ptr` is valid for reads of `len` bytes during the call.
+#[inline]
+pub(crate) unsafe fn ip_arg(ptr: *const u8, len: usize) -> Result<IpAddr, tg_result> {
+    if ptr.is_null() {
+        return Err(tg_result::NullArgument);
+    }
+    Ok(match len {
+        // SAFETY: 1. `ptr` is not NULL (checked) and valid for `len` bytes (caller's contract),
+        // which is 4 here. 2. `read_unaligned` needs no alignment.
+        4 => IpAddr::V4(Ipv4Addr::from(unsafe {
+            ptr.cast::<[u8; 4]>().read_unaligned()
+        })),
+        // SAFETY: 1. As above, with 16 bytes. 2. As above.
+        16 => IpAddr::V6(Ipv6Addr::from(unsafe {
+            ptr.cast::<[u8; 16]>().read_unaligned()
+        })),
+        _ => return Err(tg_result::InvalidIpLength),
+    })
+}
+
+/// An output pointer that is not NULL.
+#[inline]
+pub(crate) fn out_arg<T>(ptr: *mut T) -> Result<*mut T, tg_result> {
+    if ptr.is_null() {
+        Err(tg_result::NullArgument)
+    } else {
+        Ok(ptr)
+    }
+}

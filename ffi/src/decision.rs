@@ -1,0 +1,132 @@
+//! The answer to one request, as C reads it: [`tg_decision`] and its enums.
+
+use core::ffi::c_char;
+use core::time::Duration;
+
+use tollgate::{BucketKind, Cause, Decision};
+
+/// The kind of a decision.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum tg_decision_kind {
+    /// Admitted: serve the request.
+    Admit = 0,
+    /// The caller's own quota is used up: HTTP 429 with `Retry-After`.
+    Throttle = 1,
+    /// Shared capacity or the limiter's store refused: HTTP 503.
+    Unavailable = 2,
+}
+
+/// For a throttle, which of the caller's buckets is empty (for operators).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum tg_bucket_kind {
+    /// Not a throttle.
+    None = 0,
+    /// The short-period bucket that bounds bursts.
+    Burst = 1,
+    /// The long-period bucket that bounds sustained use.
+    Sustained = 2,
+}
+
+/// For an unavailable decision, which shared resource refused (for operators; never tell the
+/// caller, who only sees `code`).
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum tg_cause {
+    /// Not an unavailable decision.
+    None = 0,
+    /// The caller's shard has used all its admission slots in this window.
+    ShardFull = 1,
+    /// The caller's tenant has used its share of the shard's slots in this window.
+    TenantShare = 2,
+    /// The identity table has no slot for a new identity.
+    TableFull = 3,
+    /// The shared store is unreachable, erroring or too slow.
+    StoreUnavailable = 4,
+}
+
+/// `retry_after_ms` when there is no wait to tell (admitted, or no safe estimate).
+pub const TG_RETRY_AFTER_NONE: u64 = u64::MAX;
+
+/// The answer to one request.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct tg_decision {
+    /// Admit, throttle (429) or unavailable (503).
+    pub kind: tg_decision_kind,
+    /// 200 for admit (the handler picks the real status), 429 or 503.
+    pub http_status: u16,
+    /// For a throttle, the empty bucket; `TG_BUCKET_KIND_NONE` otherwise.
+    pub bucket: tg_bucket_kind,
+    /// For an unavailable decision, the resource that refused; `TG_CAUSE_NONE` otherwise.
+    pub cause: tg_cause,
+    /// The wait before the same request would be admitted, in milliseconds rounded up;
+    /// `TG_RETRY_AFTER_NONE` (`UINT64_MAX`) when there is none. HTTP's `Retry-After` is this in
+    /// whole seconds, rounded up.
+    pub retry_after_ms: u64,
+    /// The profile's catalog code for a refusal (`"rate_limited"`, ...), `""` for admit; never
+    /// NULL. NUL-terminated, owned by the limiter, valid until `tg_limiter_free`.
+    pub code: *const c_char,
+}
+
+impl tg_decision {
+    /// The C form of `d`, whose catalog code (`""` for an admit) is `code`.
+    #[inline]
+    pub(crate) fn new(d: Decision, code: *const c_char) -> tg_decision {
+        let (kind, bucket, cause) = match d {
+            Decision::Admit => (
+                tg_decision_kind::Admit,
+                tg_bucket_kind::None,
+                tg_cause::None,
+            ),
+            Decision::Throttle { bucket, .. } => {
+                (tg_decision_kind::Throttle, bucket.into(), tg_cause::None)
+            }
+            Decision::Unavailable { cause, .. } => (
+                tg_decision_kind::Unavailable,
+                tg_bucket_kind::None,
+                cause.into(),
+            ),
+        };
+        tg_decision {
+            kind,
+            http_status: d.http_status(),
+            bucket,
+            cause,
+            retry_after_ms: d.retry_after().map_or(TG_RETRY_AFTER_NONE, millis_up),
+            code,
+        }
+    }
+}
+
+impl From<BucketKind> for tg_bucket_kind {
+    #[inline]
+    fn from(bucket: BucketKind) -> Self {
+        match bucket {
+            BucketKind::Burst => tg_bucket_kind::Burst,
+            BucketKind::Sustained => tg_bucket_kind::Sustained,
+        }
+    }
+}
+
+impl From<Cause> for tg_cause {
+    #[inline]
+    fn from(cause: Cause) -> Self {
+        match cause {
+            Cause::ShardFull => tg_cause::ShardFull,
+            Cause::TenantShare => tg_cause::TenantShare,
+            Cause::TableFull => tg_cause::TableFull,
+            Cause::StoreUnavailable => tg_cause::StoreUnavailable,
+        }
+    }
+}
+
+/// Milliseconds, rounded up; never `TG_RETRY_AFTER_NONE` (which means "no wait").
+#[inline]
+pub(crate) fn millis_up(d: Duration) -> u64 {
+    let ms = d.as_nanos().div_ceil(1_000_000);
+    u64::try_from(ms)
+        .unwrap_or(u64::MAX)
+        .min(TG_RETRY_AFTER_NONE - 1)
+}
