@@ -75,18 +75,13 @@ impl Tokens {
 #[derive(Clone)]
 pub struct AppState {
     limiter: Arc<Limiter>,
-    metrics: Option<PrometheusHandle>,
 }
 
-/// The gateway's router. `trusted_proxies` are the networks whose `Forwarded` /
-/// `X-Forwarded-For` are believed; `metrics` renders `GET /metrics` (404 without it).
-/// Serve it with `into_make_service_with_connect_info::<SocketAddr>()`.
-pub fn router(
-    limiter: Arc<Limiter>,
-    tokens: Tokens,
-    trusted_proxies: Vec<Cidr>,
-    metrics: Option<PrometheusHandle>,
-) -> Router {
+/// The gateway's public router. `trusted_proxies` are the networks whose `Forwarded` /
+/// `X-Forwarded-For` are believed. Serve it with `serve::serve` (or with
+/// `into_make_service_with_connect_info::<SocketAddr>()`). Metrics are not here: they are global
+/// counts, for operators, on [`operator_router`]'s own listener.
+pub fn router(limiter: Arc<Limiter>, tokens: Tokens, trusted_proxies: Vec<Cidr>) -> Router {
     let extractor = PeerExtractor::new()
         .trust_proxies(trusted_proxies)
         .peer_addr_from(|e| e.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
@@ -97,11 +92,19 @@ pub fn router(
         .route("/v1/register", post(register))
         .route("/v1/reports/run", post(run_report))
         .route("/.well-known/rate-limits", get(discovery))
-        .route("/metrics", get(render_metrics))
         .layer(middleware::from_fn(reject_unknown_tokens))
         .layer(rate_limit)
         .layer(middleware::from_fn_with_state(tokens, authenticate))
-        .with_state(AppState { limiter, metrics })
+        .with_state(AppState { limiter })
+}
+
+/// The operators' router, for a listener of its own (loopback by default): `GET /metrics` in
+/// Prometheus text. Kept off the public listener because the counts are global: by class and
+/// cause over every tenant, which no caller should read about its neighbours.
+pub fn operator_router(metrics: PrometheusHandle) -> Router {
+    Router::new()
+        .route("/metrics", get(render_metrics))
+        .with_state(metrics)
 }
 
 /// Marks a request whose `Authorization` header is present but not a known bearer token.
@@ -177,15 +180,12 @@ async fn discovery(State(state): State<AppState>) -> Json<Value> {
     Json(discovery_document(&state.limiter))
 }
 
-async fn render_metrics(State(state): State<AppState>) -> Response {
-    match &state.metrics {
-        Some(handle) => (
-            [(CONTENT_TYPE, "text/plain; version=0.0.4")],
-            handle.render(),
-        )
-            .into_response(),
-        None => StatusCode::NOT_FOUND.into_response(),
-    }
+async fn render_metrics(State(metrics): State<PrometheusHandle>) -> Response {
+    (
+        [(CONTENT_TYPE, "text/plain; version=0.0.4")],
+        metrics.render(),
+    )
+        .into_response()
 }
 
 /// The discovery document served at `GET /.well-known/rate-limits`: the core's published

@@ -4,12 +4,13 @@
 //! cargo run --release --example gateway -- [--listen 127.0.0.1:8080]
 //!     [--profile examples/profiles/example.yaml] [--tokens examples/tokens.yaml]
 //!     [--trust-proxy CIDR]... [--max-connections N] [--max-per-peer N]
-//!     [--header-timeout SECONDS] [--max-body BYTES]
+//!     [--header-timeout SECONDS] [--max-body BYTES] [--operator-listen ADDR|off]
 //! ```
 //!
 //! Routes: `GET /v1/items`, `POST /v1/items`, `POST /v1/register`, `POST /v1/reports/run`
-//! (limited by the profile's `routes`), `GET /.well-known/rate-limits` (the discovery
-//! document) and `GET /metrics` (Prometheus text). `Authorization: Bearer <token>` with a token
+//! (limited by the profile's `routes`) and `GET /.well-known/rate-limits` (the discovery
+//! document). `GET /metrics` (Prometheus text) is on the operators' listener, `--operator-listen`
+//! (127.0.0.1:9090 by default, `off` for none): its counts are global, not any caller's own. `Authorization: Bearer <token>` with a token
 //! from the tokens file is an authenticated caller; no header is the anonymous class.
 //!
 //! The profile is reloaded on SIGHUP and when its file changes (mtime polled every second),
@@ -33,6 +34,7 @@ use tollgate::{Limiter, Profile};
 
 struct Args {
     listen: SocketAddr,
+    operator_listen: Option<SocketAddr>,
     profile: PathBuf,
     tokens: PathBuf,
     trusted: Vec<Cidr>,
@@ -42,6 +44,7 @@ struct Args {
 fn parse_args() -> Result<Args, String> {
     let mut args = Args {
         listen: "127.0.0.1:8080".parse().expect("a valid default address"),
+        operator_listen: Some("127.0.0.1:9090".parse().expect("a valid default address")),
         profile: "examples/profiles/example.yaml".into(),
         tokens: "examples/tokens.yaml".into(),
         trusted: Vec::new(),
@@ -54,6 +57,16 @@ fn parse_args() -> Result<Args, String> {
             "--listen" => {
                 let v = value()?;
                 args.listen = v.parse().map_err(|e| format!("--listen {v}: {e}"))?;
+            }
+            "--operator-listen" => {
+                let v = value()?;
+                args.operator_listen = match v.as_str() {
+                    "off" => None,
+                    addr => Some(
+                        addr.parse()
+                            .map_err(|e| format!("--operator-listen {v}: {e}"))?,
+                    ),
+                };
             }
             "--profile" => args.profile = value()?.into(),
             "--tokens" => args.tokens = value()?.into(),
@@ -76,7 +89,8 @@ fn parse_args() -> Result<Args, String> {
             "-h" | "--help" => {
                 println!(
                     "gateway [--listen ADDR] [--profile FILE] [--tokens FILE] [--trust-proxy CIDR]...\n        \
-                     [--max-connections N] [--max-per-peer N] [--header-timeout SECONDS] [--max-body BYTES]"
+                     [--max-connections N] [--max-per-peer N] [--header-timeout SECONDS] [--max-body BYTES]\n        \
+                     [--operator-listen ADDR|off]"
                 );
                 std::process::exit(0);
             }
@@ -176,12 +190,24 @@ async fn main() {
         });
     }
 
-    let router = app::router(
-        Arc::clone(&limiter),
-        tokens,
-        args.trusted.clone(),
-        Some(metrics),
-    );
+    if let Some(addr) = args.operator_listen {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .unwrap_or_else(|e| fail("operator listen", &e));
+        tracing::info!(listen = %addr, "operator endpoints (GET /metrics) listening");
+        let operators = serve::Limits {
+            max_connections: 64,
+            max_per_peer: 16,
+            ..serve::Limits::default()
+        };
+        let router = app::operator_router(metrics);
+        tokio::spawn(async move {
+            if let Err(e) = serve::serve(listener, router, operators, Vec::new()).await {
+                tracing::error!(error = %e, "operator listener stopped");
+            }
+        });
+    }
+    let router = app::router(Arc::clone(&limiter), tokens, args.trusted.clone());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .unwrap_or_else(|e| fail("listen", &e));

@@ -26,7 +26,7 @@ type HttpClient = Client<hyper_util::client::legacy::connect::HttpConnector, Emp
 pub async fn start_gateway(profile: Profile) -> SocketAddr {
     let limiter = Arc::new(Limiter::builder(profile).build().expect("limiter"));
     let tokens = crate::app::Tokens::from_yaml(include_str!("../tokens.yaml")).expect("tokens");
-    let router = crate::app::router(limiter, tokens, Vec::new(), None);
+    let router = crate::app::router(limiter, tokens, Vec::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");

@@ -34,7 +34,7 @@ async fn start(limits: Limits) -> SocketAddr {
             .build()
             .unwrap(),
     );
-    let router = app::router(limiter, app::Tokens::default(), Vec::new(), None);
+    let router = app::router(limiter, app::Tokens::default(), Vec::new());
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(serve::serve(listener, router, limits, Vec::new()));

@@ -107,7 +107,6 @@ async fn start(profile: Profile, clock: Option<Clock>, trusted: &[&str]) -> Gate
         Arc::clone(&limiter),
         app::Tokens::from_yaml(TOKENS).unwrap(),
         trusted,
-        None,
     );
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
@@ -528,7 +527,7 @@ async fn an_unknown_token_is_401_and_unlimited_routes_stay_free() {
         assert_eq!(doc.status, StatusCode::OK);
         assert!(doc.headers.get("ratelimit-policy").is_none());
     }
-    // No metrics handle in tests: the route says so instead of failing.
+    // Global counts are not on the public listener (B6): they are the operators' own.
     assert_eq!(
         gw.send(Method::GET, "/metrics", &[]).await.status,
         StatusCode::NOT_FOUND
@@ -578,4 +577,30 @@ async fn a_reload_changes_published_limits_and_headers_and_a_bad_one_changes_not
     let write = classes.iter().find(|c| c["name"] == "write").unwrap();
     assert_eq!(write["burst"]["tokens"], 3);
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn b6_metrics_are_served_on_the_operators_router_only() {
+    use tower::ServiceExt;
+    let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+    let handle = recorder.handle();
+    metrics::with_local_recorder(&recorder, || {
+        metrics::counter!("tollgate_b6_probe_total").increment(3);
+    });
+    let response = app::operator_router(handle)
+        .oneshot(
+            Request::get("/metrics")
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert_eq!(
+        response.headers()["content-type"],
+        "text/plain; version=0.0.4"
+    );
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&body);
+    assert!(text.contains("tollgate_b6_probe_total 3"), "{text}");
 }
