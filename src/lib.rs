@@ -27,11 +27,13 @@ mod bucket;
 mod capacity;
 mod config;
 mod decision;
+mod engine;
 mod identity;
 mod limiter;
 #[cfg(feature = "metrics")]
 pub mod observe;
 mod profile;
+mod published;
 mod sync;
 mod table;
 
@@ -55,15 +57,16 @@ pub use quanta;
 pub use admission::Admission;
 pub use bucket::{MAX_PERIOD_NANOS, MAX_TOKENS};
 pub use capacity::MAX_SLOTS_PER_WINDOW;
-pub use decision::{BucketKind, CatalogEntry, Cause, Decision};
+pub use decision::{BucketKind, CatalogEntry, Cause, Decision, Outcome};
+pub use engine::Verdict;
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use limiter::{
-    BuildError, Builder, Limiter, PublishedBucket, PublishedCapacity, PublishedClass,
-    PublishedLimits, PublishedRoute, Remaining, Verdict,
-};
+pub use limiter::{BuildError, Builder, Limiter, Remaining};
 pub use profile::{
     Anonymous, BucketLimit, Capacity, Catalog, CatalogCode, ErrorBudget, Identities, Mode,
     OrderedMap, Period, Prefix, Profile, ProfileError, Ratio, RetryAfterPolicy, Route,
     RouteClassLimits, Shards, Share, SharedCapacity, Store, TenantPolicy, Tokens, Weight,
     MAX_CAPACITY, MAX_SHARDS,
+};
+pub use published::{
+    PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,
 };

@@ -62,16 +62,19 @@ use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
 
+use std::time::Instant;
+
 use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use ::redis::Script;
-use arc_swap::ArcSwap;
-use parking_lot::Mutex;
 
 use crate::config::Config;
-use crate::decision::{BucketKind, Cause, Decision};
-use crate::identity::{Digest, Key, KeyHasher, RouteClass};
-use crate::limiter::{class_of, random_secret, Limiter, Verdict};
-use crate::profile::{Period, Profile, ProfileError};
+use crate::decision::{Cause, Decision, Outcome};
+use crate::engine::{random_secret, Engine, ObserveOptions, Verdict};
+use crate::identity::{Digest, Key, RouteClass};
+use crate::profile::{Profile, ProfileError};
+use crate::published::{PublishedBucket, PublishedLimits};
+#[cfg(doc)]
+use crate::Limiter;
 
 mod deny;
 
@@ -86,55 +89,23 @@ pub const KEY_SECRET_ENV: &str = "TOLLGATE_KEY_SECRET";
 /// A limiter whose buckets and shard slots live in Redis, shared by every worker that connects
 /// with the same profile. `Send + Sync`; clone nothing, share it by `&` or `Arc`.
 pub struct RedisLimiter {
+    /// Config, hasher, reload, shadow mode, metrics: what the embedded limiter shares.
+    engine: Engine,
+    /// Where this backend keeps bucket and capacity state.
     conn: ConnectionManager,
     script: Script,
-    state: ArcSwap<State>,
-    hasher: KeyHasher,
     prefix: Box<str>,
     margin_ms: u64,
     deny: Option<DenyCache>,
-    /// Serialises reloads (never taken by `admit`).
-    reload_lock: Mutex<()>,
+    /// Time zero of the error budget's windows (feature `metrics`), on this worker's clock.
+    started: Instant,
 }
 
-/// The profile as the script needs it, swapped whole by `reload`.
-struct State {
-    config: Config,
-    /// Per route class: burst `t`, `tau`, sustained `t`, `tau` in microseconds.
-    classes: Box<[[u64; 4]]>,
-    /// `(window_us, slots)` with shared capacity.
-    window: Option<(u64, u64)>,
-    timeout: Duration,
-}
-
-impl State {
-    fn new(config: Config) -> State {
-        let p = &config.profile;
-        let rate = |tokens: u64, per: Period| {
-            let t = per.as_nanos().div_ceil(1_000).div_ceil(tokens);
-            [t, t * tokens]
-        };
-        let classes = config
-            .classes
-            .iter()
-            .map(|c| {
-                let l = p.route_class(&c.name).expect("config follows profile");
-                let [bt, btau] = rate(l.burst.tokens.0, l.burst.per);
-                let [st, stau] = rate(l.sustained.tokens.0, l.sustained.per);
-                [bt, btau, st, stau]
-            })
-            .collect();
-        let window = config
-            .capacity
-            .as_ref()
-            .map(|c| (c.window_ns.div_ceil(1_000), c.slots_per_window));
-        State {
-            timeout: p.store.timeout.0,
-            classes,
-            window,
-            config,
-        }
-    }
+/// A bucket as the script takes it: emission interval `t` and tolerance `tau`, in microseconds
+/// (`t = ceil(per_us / tokens)`, never granting more than `tokens / per`).
+fn micros(b: &PublishedBucket) -> [u64; 2] {
+    let t = b.per.as_nanos().div_ceil(1_000).div_ceil(b.tokens);
+    [t, t * b.tokens]
 }
 
 /// Builds a [`RedisLimiter`]: `RedisLimiter::builder(url, profile).key_secret(s).connect().await`.
@@ -146,6 +117,7 @@ pub struct RedisBuilder {
     deny_cache: usize,
     connect_timeout: Duration,
     margin: Duration,
+    observe: ObserveOptions,
 }
 
 /// Why [`RedisLimiter::connect`] failed.
@@ -221,6 +193,24 @@ impl RedisBuilder {
         self
     }
 
+    /// Counts decisions per listed tenant too, as [`crate::Builder::per_tenant_metrics`] does.
+    #[cfg(feature = "metrics")]
+    pub fn per_tenant_metrics(mut self, on: bool) -> Self {
+        self.observe.per_tenant = on;
+        self
+    }
+
+    /// Called when the share of capacity refusals crosses `error_budget.capacity_rejections`,
+    /// as [`crate::Builder::on_error_budget`] is.
+    #[cfg(feature = "metrics")]
+    pub fn on_error_budget(
+        mut self,
+        callback: impl Fn(&crate::observe::BudgetAlert) + Send + Sync + 'static,
+    ) -> Self {
+        self.observe.callback = Some(Arc::new(callback));
+        self
+    }
+
     /// Connects, settles the key secret and loads the script. Fails if the server cannot be
     /// reached within the connect timeout; once connected, outages only fail decisions closed.
     pub async fn connect(self) -> Result<RedisLimiter, ConnectError> {
@@ -254,18 +244,14 @@ impl RedisBuilder {
         }
         let script = Script::new(SCRIPT);
         script.prepare_invoke().load_async(&mut conn).await?;
-        let anon = self.profile.anonymous;
-        let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.0, anon.ipv6_prefix.0);
-        let config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
         Ok(RedisLimiter {
+            engine: Engine::new(self.profile, &secret, self.observe),
             conn,
             script,
-            state: ArcSwap::from_pointee(State::new(config)),
-            hasher,
             prefix: self.prefix.into(),
             margin_ms: self.margin.as_millis() as u64,
             deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
-            reload_lock: Mutex::new(()),
+            started: Instant::now(),
         })
     }
 }
@@ -290,8 +276,9 @@ async fn stored_secret(
     Ok(secret.into_bytes())
 }
 
-/// What the script answered: (outcome, wait in us, server time in us since the Unix epoch).
-type Answer = (u8, u64, u64);
+/// What the script replied: ([`Outcome::index`], wait in us, server time in us since the Unix
+/// epoch).
+type ScriptReply = (u8, u64, u64);
 
 impl RedisLimiter {
     /// Connects with the defaults (see [`RedisBuilder`]): the key secret from
@@ -310,18 +297,25 @@ impl RedisLimiter {
             deny_cache: 0,
             connect_timeout: Duration::from_secs(1),
             margin: Duration::from_millis(100),
+            observe: Default::default(),
         }
     }
 
     /// The handle of a route class, or `None` if the profile has no such class. Handles stay
     /// valid across reloads; workers with the same profile (and reloads) number them alike.
     pub fn route_class(&self, name: &str) -> Option<RouteClass> {
-        self.state.load().config.route_class(name)
+        self.engine.route_class(name)
     }
 
     /// The profile in force (a snapshot).
     pub fn profile(&self) -> Arc<Profile> {
-        self.state.load().config.profile.clone()
+        self.engine.profile()
+    }
+
+    /// The effective limits as a discovery document, the same as [`Limiter::published_limits`]
+    /// gives for the same profile.
+    pub fn published_limits(&self) -> PublishedLimits {
+        self.engine.published_limits()
     }
 
     /// Decides one request and charges it if admitted, as [`Limiter::admit`] does, in one round
@@ -357,33 +351,25 @@ impl RedisLimiter {
     /// used. Every worker must reload the same profile; until then each decides with its own.
     /// Clears the deny cache (the new limits may refill sooner).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
-        let _one_at_a_time = self.reload_lock.lock();
-        let config = self
-            .state
-            .load()
-            .config
-            .reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
-        self.state.store(Arc::new(State::new(config)));
+        self.engine.reload(profile)?;
         if let Some(deny) = &self.deny {
             deny.clear();
         }
         Ok(())
     }
 
+    /// The decision against the state in Redis (or the deny cache); a charging one is concluded
+    /// by the engine (metrics, shadow mode), a peek only gets the shadow rule.
     async fn decide(&self, key: &Key<'_>, charge: bool) -> (Verdict, Option<u64>) {
-        let state = self.state.load_full();
-        let shadow = class_of(&state.config, key.class).shadow;
-        let (digest, tenant) = self.hasher.digests(key);
-        let verdict = |computed| Verdict {
-            decision: if shadow { Decision::Admit } else { computed },
-            computed,
-        };
-        if let Some(cached) = self.deny.as_ref().and_then(|d| d.get(digest)) {
-            return (verdict(cached), None);
-        }
-        let (computed, now) = match self.call(&state, key, digest, tenant, charge).await {
-            Some((outcome, wait, now)) => (outcome_decision(outcome, wait), Some(now)),
-            None => (STORE_UNAVAILABLE, None),
+        let cfg = self.engine.config.load_full();
+        let shadow = cfg.class(key.class).shadow;
+        let (digest, tenant) = self.engine.hasher.digests(key);
+        let (computed, now) = match self.deny.as_ref().and_then(|d| d.get(digest)) {
+            Some(cached) => (cached, None),
+            None => match self.call(&cfg, key, digest, tenant, charge).await {
+                Some((outcome, wait, now)) => (script_decision(outcome, wait), Some(now)),
+                None => (STORE_UNAVAILABLE, None),
+            },
         };
         if let (
             Some(deny),
@@ -395,24 +381,31 @@ impl RedisLimiter {
         {
             deny.insert(digest, retry_after, bucket);
         }
-        (verdict(computed), now)
+        let verdict = if charge {
+            let elapsed = self.started.elapsed().as_nanos() as u64;
+            self.engine.conclude(&cfg, shadow, key, computed, elapsed)
+        } else {
+            Verdict::of(shadow, computed)
+        };
+        (verdict, now)
     }
 
     /// One `EVALSHA`, bounded by the profile's `store.timeout`; `None` on any failure.
     async fn call(
         &self,
-        state: &State,
+        cfg: &Config,
         key: &Key<'_>,
         digest: Digest,
         tenant: Digest,
         charge: bool,
-    ) -> Option<Answer> {
-        let [bt, btau, st, stau] = state.classes[key.class.0 as usize];
+    ) -> Option<ScriptReply> {
+        let class = &cfg.published.route_classes[key.class.0 as usize];
+        let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
         let mut inv = self.script.prepare_invoke();
-        let capacity = state.config.capacity.as_ref();
+        let capacity = cfg.capacity.as_ref();
         let (shard, cap) = match capacity {
             Some(c) => {
-                let (shard, cap) = Limiter::shard_and_cap(c, tenant, key);
+                let (shard, cap) = c.shard_and_cap(tenant, key);
                 (shard as u64, cap)
             }
             // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.
@@ -423,7 +416,7 @@ impl RedisLimiter {
             "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
             digest.hi, digest.lo
         ));
-        let (window, slots) = state.window.unwrap_or((0, 0));
+        let (window, slots) = capacity.map_or((0, 0), |c| c.window_micros());
         if capacity.is_some() {
             inv.key(format!(
                 "{prefix}:{{{shard}}}:t:{:016x}{:016x}",
@@ -441,7 +434,8 @@ impl RedisLimiter {
             .arg(cap)
             .arg(self.margin_ms);
         let mut conn = self.conn.clone();
-        match tokio::time::timeout(state.timeout, inv.invoke_async::<Answer>(&mut conn)).await {
+        let reply = inv.invoke_async::<ScriptReply>(&mut conn);
+        match tokio::time::timeout(cfg.store_timeout, reply).await {
             Ok(Ok(answer)) => Some(answer),
             _ => None,
         }
@@ -453,27 +447,18 @@ const STORE_UNAVAILABLE: Decision = Decision::Unavailable {
     cause: Cause::StoreUnavailable,
 };
 
-/// The script's answer as a decision; anything unexpected fails closed.
-fn outcome_decision(outcome: u8, wait_us: u64) -> Decision {
-    let wait = Duration::from_micros(wait_us);
-    match outcome {
-        0 => Decision::Admit,
-        1 => Decision::Throttle {
-            retry_after: wait,
-            bucket: BucketKind::Burst,
-        },
-        2 => Decision::Throttle {
-            retry_after: wait,
-            bucket: BucketKind::Sustained,
-        },
-        3 => Decision::Unavailable {
-            retry_after: Some(wait),
-            cause: Cause::TenantShare,
-        },
-        4 => Decision::Unavailable {
-            retry_after: Some(wait),
-            cause: Cause::ShardFull,
-        },
+/// The script's reply as a decision: the outcome it numbered (the script refuses only for
+/// buckets and shared capacity, so a reply naming anything else, or nothing, fails closed).
+fn script_decision(outcome: u8, wait_us: u64) -> Decision {
+    let wait = Some(Duration::from_micros(wait_us));
+    match Outcome::from_index(outcome.into()) {
+        Some(
+            o @ (Outcome::Admitted
+            | Outcome::ThrottledBurst
+            | Outcome::ThrottledSustained
+            | Outcome::TenantShare
+            | Outcome::ShardFull),
+        ) => o.decision(wait),
         _ => STORE_UNAVAILABLE,
     }
 }
@@ -481,7 +466,7 @@ fn outcome_decision(outcome: u8, wait_us: u64) -> Decision {
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
-            .field("profile", &self.state.load().config.profile.name)
+            .field("profile", &self.engine.config.load().profile.name)
             .field("prefix", &self.prefix)
             .field("deny_cache", &self.deny.is_some())
             .finish_non_exhaustive()
