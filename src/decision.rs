@@ -105,15 +105,7 @@ impl Decision {
 
     /// The catalog entry for a refusal; `None` for [`Decision::Admit`].
     pub fn catalog_entry(&self) -> Option<CatalogEntry> {
-        match self {
-            Decision::Admit => None,
-            Decision::Throttle { .. } => Some(CatalogEntry::Throttled),
-            Decision::Unavailable {
-                cause: Cause::StoreUnavailable,
-                ..
-            } => Some(CatalogEntry::LimiterUnavailable),
-            Decision::Unavailable { .. } => Some(CatalogEntry::OverCapacity),
-        }
+        self.outcome().catalog_entry()
     }
 
     /// The stable code callers see (`rate_limited`, `over_capacity`, `limiter_unavailable` in the
@@ -230,6 +222,36 @@ impl Outcome {
         }
     }
 
+    /// The bucket that is short, for a throttle.
+    pub const fn bucket(self) -> Option<BucketKind> {
+        match self {
+            Outcome::ThrottledBurst => Some(BucketKind::Burst),
+            Outcome::ThrottledSustained => Some(BucketKind::Sustained),
+            _ => None,
+        }
+    }
+
+    /// The shared resource that refused, for a 503.
+    pub const fn cause(self) -> Option<Cause> {
+        match self {
+            Outcome::TenantShare => Some(Cause::TenantShare),
+            Outcome::ShardFull => Some(Cause::ShardFull),
+            Outcome::TableFull => Some(Cause::TableFull),
+            Outcome::StoreUnavailable => Some(Cause::StoreUnavailable),
+            _ => None,
+        }
+    }
+
+    /// The catalog entry callers see for a refusal; `None` for admit.
+    pub const fn catalog_entry(self) -> Option<CatalogEntry> {
+        match self {
+            Outcome::Admitted => None,
+            Outcome::ThrottledBurst | Outcome::ThrottledSustained => Some(CatalogEntry::Throttled),
+            Outcome::StoreUnavailable => Some(CatalogEntry::LimiterUnavailable),
+            _ => Some(CatalogEntry::OverCapacity),
+        }
+    }
+
     /// The HTTP status: 200 for admit (the handler decides the real one), 429 for the caller's
     /// own quota, 503 for shared capacity and the store.
     #[inline]
@@ -244,25 +266,16 @@ impl Outcome {
     /// The decision with this outcome and wait. A throttle's wait is its Retry-After (zero if
     /// `None`); a capacity or store refusal keeps `wait` as it is.
     pub fn decision(self, wait: Option<Duration>) -> Decision {
-        let throttle = wait.unwrap_or_default();
-        let unavailable = |cause| Decision::Unavailable {
-            retry_after: wait,
-            cause,
-        };
-        match self {
-            Outcome::Admitted => Decision::Admit,
-            Outcome::ThrottledBurst => Decision::Throttle {
-                retry_after: throttle,
-                bucket: BucketKind::Burst,
+        match (self.bucket(), self.cause()) {
+            (Some(bucket), _) => Decision::Throttle {
+                retry_after: wait.unwrap_or_default(),
+                bucket,
             },
-            Outcome::ThrottledSustained => Decision::Throttle {
-                retry_after: throttle,
-                bucket: BucketKind::Sustained,
+            (None, Some(cause)) => Decision::Unavailable {
+                retry_after: wait,
+                cause,
             },
-            Outcome::TenantShare => unavailable(Cause::TenantShare),
-            Outcome::ShardFull => unavailable(Cause::ShardFull),
-            Outcome::TableFull => unavailable(Cause::TableFull),
-            Outcome::StoreUnavailable => unavailable(Cause::StoreUnavailable),
+            (None, None) => Decision::Admit,
         }
     }
 }
@@ -304,6 +317,9 @@ mod tests {
             let d = o.decision(Some(Duration::from_secs(1)));
             assert_eq!(d.outcome(), o);
             assert_eq!(d.http_status(), o.http_status());
+            assert_eq!(d.catalog_entry(), o.catalog_entry());
+            assert_eq!(o.bucket().is_some(), o.http_status() == 429);
+            assert_eq!(o.cause().is_some(), o.http_status() == 503);
         }
         assert_eq!(Outcome::from_index(Outcome::COUNT), None);
     }

@@ -52,6 +52,13 @@
 //! connects and read back by all others. A worker reads it once, at connect: after a `FLUSHALL`,
 //! restart the workers (or set the secret explicitly).
 //!
+//! # One core with the embedded limiter
+//! Configuration, reload rules, shadow mode, the discovery document
+//! ([`RedisLimiter::published_limits`]) and metrics (feature `metrics`: the same series as
+//! [`Limiter`], see [`crate::observe`]) come from the engine core the embedded limiter uses;
+//! only where buckets and shard slots live differs. A peek is not counted; a deny-cache answer
+//! and a fail-closed refusal are. The error budget's sub-windows run on the worker's clock.
+//!
 //! # Failing closed
 //! An unreachable store, a reset connection, an error reply or no answer within the profile's
 //! `store.timeout` gives [`Decision::Unavailable`] with [`Cause::StoreUnavailable`] and no wait
@@ -61,30 +68,24 @@
 use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
-
 use std::time::Instant;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::Script;
-
-use crate::config::Config;
-use crate::decision::{Cause, Decision, Outcome};
-use crate::engine::{random_secret, Engine, ObserveOptions, Verdict};
-use crate::identity::{Digest, Key, RouteClass};
+use crate::decision::Decision;
+use crate::engine::{Engine, Verdict};
+use crate::identity::{Key, RouteClass};
 use crate::profile::{Profile, ProfileError};
-use crate::published::{PublishedBucket, PublishedLimits};
+use crate::published::PublishedLimits;
 #[cfg(doc)]
-use crate::Limiter;
+use crate::{decision::Cause, Limiter};
 
+mod builder;
 mod deny;
+mod script;
+
+pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
 
 use deny::DenyCache;
-
-/// The decision script; see its header for the arguments and the number ranges.
-const SCRIPT: &str = include_str!("admit.lua");
-
-/// The environment variable that sets the key secret (unless the builder does).
-pub const KEY_SECRET_ENV: &str = "TOLLGATE_KEY_SECRET";
+use script::Store;
 
 /// A limiter whose buckets and shard slots live in Redis, shared by every worker that connects
 /// with the same profile. `Send + Sync`; clone nothing, share it by `&` or `Arc`.
@@ -92,193 +93,12 @@ pub struct RedisLimiter {
     /// Config, hasher, reload, shadow mode, metrics: what the embedded limiter shares.
     engine: Engine,
     /// Where this backend keeps bucket and capacity state.
-    conn: ConnectionManager,
-    script: Script,
-    prefix: Box<str>,
-    margin_ms: u64,
+    store: Store,
+    /// Throttles this worker answers without a round trip, if enabled.
     deny: Option<DenyCache>,
     /// Time zero of the error budget's windows (feature `metrics`), on this worker's clock.
     started: Instant,
 }
-
-/// A bucket as the script takes it: emission interval `t` and tolerance `tau`, in microseconds
-/// (`t = ceil(per_us / tokens)`, never granting more than `tokens / per`).
-fn micros(b: &PublishedBucket) -> [u64; 2] {
-    let t = b.per.as_nanos().div_ceil(1_000).div_ceil(b.tokens);
-    [t, t * b.tokens]
-}
-
-/// Builds a [`RedisLimiter`]: `RedisLimiter::builder(url, profile).key_secret(s).connect().await`.
-pub struct RedisBuilder {
-    url: String,
-    profile: Profile,
-    secret: Option<Vec<u8>>,
-    prefix: String,
-    deny_cache: usize,
-    connect_timeout: Duration,
-    margin: Duration,
-    observe: ObserveOptions,
-}
-
-/// Why [`RedisLimiter::connect`] failed.
-#[derive(Debug)]
-pub enum ConnectError {
-    /// The URL could not be parsed, the server refused, or a command failed.
-    Store(::redis::RedisError),
-    /// The server did not answer within the connect timeout.
-    Timeout(Duration),
-    /// The key secret (from the builder or `TOLLGATE_KEY_SECRET`) is empty.
-    EmptySecret,
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectError::Store(e) => write!(f, "redis: {e}"),
-            ConnectError::Timeout(d) => write!(f, "redis did not answer within {d:?}"),
-            ConnectError::EmptySecret => f.write_str("key secret must not be empty"),
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ConnectError::Store(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<::redis::RedisError> for ConnectError {
-    fn from(e: ::redis::RedisError) -> Self {
-        ConnectError::Store(e)
-    }
-}
-
-impl RedisBuilder {
-    /// The key secret (default: `TOLLGATE_KEY_SECRET`, else the one kept in Redis). Every worker
-    /// sharing the store must use the same secret and the same tollgate version.
-    pub fn key_secret(mut self, secret: &[u8]) -> Self {
-        self.secret = Some(secret.to_vec());
-        self
-    }
-
-    /// The first part of every key (default `tollgate`), to keep several services, or several
-    /// profiles, apart on one server.
-    pub fn key_prefix(mut self, prefix: &str) -> Self {
-        self.prefix = prefix.to_owned();
-        self
-    }
-
-    /// Answers a throttled identity locally until its `retry_after` has passed, remembering at
-    /// most `capacity` identities (default 0: off). Exact, and it saves the round trips of a
-    /// retry storm; capacity refusals are never cached.
-    pub fn deny_cache(mut self, capacity: usize) -> Self {
-        self.deny_cache = capacity;
-        self
-    }
-
-    /// The longest [`RedisBuilder::connect`] waits for the server (default 1s). Later calls
-    /// wait at most the profile's `store.timeout`.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long a key outlives the instant it stops mattering (default 100ms): a small margin
-    /// against the rounding of `PX` to milliseconds.
-    pub fn expiry_margin(mut self, margin: Duration) -> Self {
-        self.margin = margin;
-        self
-    }
-
-    /// Counts decisions per listed tenant too, as [`crate::Builder::per_tenant_metrics`] does.
-    #[cfg(feature = "metrics")]
-    pub fn per_tenant_metrics(mut self, on: bool) -> Self {
-        self.observe.per_tenant = on;
-        self
-    }
-
-    /// Called when the share of capacity refusals crosses `error_budget.capacity_rejections`,
-    /// as [`crate::Builder::on_error_budget`] is.
-    #[cfg(feature = "metrics")]
-    pub fn on_error_budget(
-        mut self,
-        callback: impl Fn(&crate::observe::BudgetAlert) + Send + Sync + 'static,
-    ) -> Self {
-        self.observe.callback = Some(Arc::new(callback));
-        self
-    }
-
-    /// Connects, settles the key secret and loads the script. Fails if the server cannot be
-    /// reached within the connect timeout; once connected, outages only fail decisions closed.
-    pub async fn connect(self) -> Result<RedisLimiter, ConnectError> {
-        let limit = self.connect_timeout;
-        match tokio::time::timeout(limit, self.connect_inner()).await {
-            Ok(r) => r,
-            Err(_) => Err(ConnectError::Timeout(limit)),
-        }
-    }
-
-    async fn connect_inner(self) -> Result<RedisLimiter, ConnectError> {
-        let client = ::redis::Client::open(self.url.as_str())?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            // Callers time out themselves (`store.timeout`); a slow answer still arrives.
-            .set_response_timeout(None)
-            // Reconnect soon after an outage ends: decisions resume within ~200ms of it.
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200))
-            .set_number_of_retries(4);
-        let mut conn = client.get_connection_manager_with_config(config).await?;
-        let secret = match self.secret {
-            Some(s) => s,
-            None => match std::env::var(KEY_SECRET_ENV) {
-                Ok(s) => s.into_bytes(),
-                Err(_) => stored_secret(&mut conn, &self.prefix).await?,
-            },
-        };
-        if secret.is_empty() {
-            return Err(ConnectError::EmptySecret);
-        }
-        let script = Script::new(SCRIPT);
-        script.prepare_invoke().load_async(&mut conn).await?;
-        Ok(RedisLimiter {
-            engine: Engine::new(self.profile, &secret, self.observe),
-            conn,
-            script,
-            prefix: self.prefix.into(),
-            margin_ms: self.margin.as_millis() as u64,
-            deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
-            started: Instant::now(),
-        })
-    }
-}
-
-/// The secret kept in Redis: created once by the first worker (`SET NX`), then read by all.
-async fn stored_secret(
-    conn: &mut ConnectionManager,
-    prefix: &str,
-) -> Result<Vec<u8>, ConnectError> {
-    let key = format!("{prefix}:{{secret}}");
-    let fresh: String = random_secret().iter().map(|b| format!("{b:02x}")).collect();
-    let (secret,): (String,) = ::redis::pipe()
-        .cmd("SET")
-        .arg(&key)
-        .arg(&fresh)
-        .arg("NX")
-        .ignore()
-        .cmd("GET")
-        .arg(&key)
-        .query_async(conn)
-        .await?;
-    Ok(secret.into_bytes())
-}
-
-/// What the script replied: ([`Outcome::index`], wait in us, server time in us since the Unix
-/// epoch).
-type ScriptReply = (u8, u64, u64);
 
 impl RedisLimiter {
     /// Connects with the defaults (see [`RedisBuilder`]): the key secret from
@@ -366,10 +186,7 @@ impl RedisLimiter {
         let (digest, tenant) = self.engine.hasher.digests(key);
         let (computed, now) = match self.deny.as_ref().and_then(|d| d.get(digest)) {
             Some(cached) => (cached, None),
-            None => match self.call(&cfg, key, digest, tenant, charge).await {
-                Some((outcome, wait, now)) => (script_decision(outcome, wait), Some(now)),
-                None => (STORE_UNAVAILABLE, None),
-            },
+            None => self.store.call(&cfg, key, digest, tenant, charge).await,
         };
         if let (
             Some(deny),
@@ -389,85 +206,13 @@ impl RedisLimiter {
         };
         (verdict, now)
     }
-
-    /// One `EVALSHA`, bounded by the profile's `store.timeout`; `None` on any failure.
-    async fn call(
-        &self,
-        cfg: &Config,
-        key: &Key<'_>,
-        digest: Digest,
-        tenant: Digest,
-        charge: bool,
-    ) -> Option<ScriptReply> {
-        let class = &cfg.published.route_classes[key.class.0 as usize];
-        let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
-        let mut inv = self.script.prepare_invoke();
-        let capacity = cfg.capacity.as_ref();
-        let (shard, cap) = match capacity {
-            Some(c) => {
-                let (shard, cap) = c.shard_and_cap(tenant, key);
-                (shard as u64, cap)
-            }
-            // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.
-            None => (tenant.hi >> 50, 0),
-        };
-        let prefix = &self.prefix;
-        inv.key(format!(
-            "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
-            digest.hi, digest.lo
-        ));
-        let (window, slots) = capacity.map_or((0, 0), |c| c.window_micros());
-        if capacity.is_some() {
-            inv.key(format!(
-                "{prefix}:{{{shard}}}:t:{:016x}{:016x}",
-                tenant.hi, tenant.lo
-            ))
-            .key(format!("{prefix}:{{{shard}}}:s"));
-        }
-        inv.arg(if charge { "1" } else { "0" })
-            .arg(bt)
-            .arg(btau)
-            .arg(st)
-            .arg(stau)
-            .arg(window)
-            .arg(slots)
-            .arg(cap)
-            .arg(self.margin_ms);
-        let mut conn = self.conn.clone();
-        let reply = inv.invoke_async::<ScriptReply>(&mut conn);
-        match tokio::time::timeout(cfg.store_timeout, reply).await {
-            Ok(Ok(answer)) => Some(answer),
-            _ => None,
-        }
-    }
-}
-
-const STORE_UNAVAILABLE: Decision = Decision::Unavailable {
-    retry_after: None,
-    cause: Cause::StoreUnavailable,
-};
-
-/// The script's reply as a decision: the outcome it numbered (the script refuses only for
-/// buckets and shared capacity, so a reply naming anything else, or nothing, fails closed).
-fn script_decision(outcome: u8, wait_us: u64) -> Decision {
-    let wait = Some(Duration::from_micros(wait_us));
-    match Outcome::from_index(outcome.into()) {
-        Some(
-            o @ (Outcome::Admitted
-            | Outcome::ThrottledBurst
-            | Outcome::ThrottledSustained
-            | Outcome::TenantShare
-            | Outcome::ShardFull),
-        ) => o.decision(wait),
-        _ => STORE_UNAVAILABLE,
-    }
 }
 
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
             .field("profile", &self.engine.config.load().profile.name)
-            .field("prefix", &self.prefix)
+            .field("prefix", &self.store.prefix)
             .field("deny_cache", &self.deny.is_some())
             .finish_non_exhaustive()
     }
