@@ -1,10 +1,10 @@
-//! The limiter: profile, clock, key secret, table and shared capacity behind `admit`.
+//! The embedded backend: the engine core over an in-process table of buckets and tenant
+//! counts, on the limiter's own monotonic clock.
 
 use core::fmt;
 use std::sync::Arc;
 
-use crate::bucket::Limits;
-use crate::bucket::Tats;
+use crate::bucket::{Limits, Tats};
 use crate::config::Config;
 use crate::decision::{Cause, Decision};
 use crate::engine::{random_secret, Engine, ObserveOptions, Verdict};
