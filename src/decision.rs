@@ -1,4 +1,6 @@
-//! What `admit` answers, and how that maps onto HTTP.
+//! What `admit` answers, and how that maps onto HTTP: [`Decision`] with its wait, and
+//! [`Outcome`], the one enumeration of its kinds that metrics, the Redis script, HTTP and the
+//! C ABI map from.
 
 use core::time::Duration;
 

@@ -14,6 +14,10 @@ const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
 /// The most slots a shard may have per window.
 pub const MAX_SLOTS_PER_WINDOW: u64 = COUNT_MASK;
 
+// The profile refuses more slots than this (through the crate-root constant, wherever it is
+// defined): a count never spills into the window id.
+const _: () = assert!(crate::MAX_SLOTS_PER_WINDOW <= COUNT_MASK);
+
 /// One shard's admissions in the current window: `window_id << 24 | count`.
 ///
 /// Windows only move forward. A request whose clock reading falls in a window the shard has
