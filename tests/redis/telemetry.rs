@@ -3,10 +3,12 @@
 
 use tollgate_testkit::redis_server;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redis_server::RedisServer;
+use tollgate::observe::BudgetAlert;
 use tollgate::redis::RedisLimiter;
 use tollgate::{Key, Limiter, Period, Profile};
 
@@ -162,4 +164,51 @@ async fn redis_publishes_the_embedded_limiters_limits() {
     assert_eq!(published, embedded.published_limits());
     assert_eq!(published.retry_after_max, Period(Duration::from_secs(60)));
     assert_eq!(published.route_classes.last().unwrap().name, "bulk");
+}
+
+#[test]
+fn redis_capacity_refusals_raise_the_error_budget_alert() {
+    let server = RedisServer::start();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let alerts: Arc<Mutex<Vec<BudgetAlert>>> = Arc::default();
+    let seen = alerts.clone();
+    // Tenants may hold 2 of the shard's 4 slots per (long) window; the budget is 20% of
+    // decisions over 1s, evaluated every 100ms on the worker's clock.
+    let profile = "name: b\nidentities: { capacity: 64 }\nstore: { timeout: 5s }\n\
+        route_classes:\n  read:\n    burst: { tokens: 100, per: 1s }\n    sustained: { tokens: 1000, per: 1h }\n\
+        shared_capacity:\n  shards: 1\n  window: 1h\n  slots_per_window: 4\n  tenant_share: 0.5\n\
+        error_budget:\n  capacity_rejections: 0.2\n  window: 1s\n";
+    let rt = runtime();
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        rt.block_on(
+            RedisLimiter::builder(&server.url(), Profile::from_yaml(profile).unwrap())
+                .key_secret(b"b")
+                .on_error_budget(move |a| seen.lock().unwrap().push(*a))
+                .connect(),
+        )
+        .unwrap()
+    });
+    let read = limiter.route_class("read").unwrap();
+    let key = Key::authenticated("acme", "alice", read).unwrap();
+    rt.block_on(async {
+        for _ in 0..6 {
+            limiter.admit(&key).await;
+        }
+        // The first decision of a later sub-window evaluates the ones before it.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        limiter.admit(&key).await;
+    });
+    let alerts = alerts.lock().unwrap();
+    let alert = alerts.first().expect("an alert");
+    assert!(alert.exceeded && alert.ratio > 0.2, "{alert:?}");
+    assert_eq!(alert.window, Duration::from_secs(1));
+    assert_eq!(
+        value(
+            &snapshot(&snapshotter),
+            "tollgate_error_budget_exceeded",
+            &[]
+        ),
+        1.0
+    );
 }
