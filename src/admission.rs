@@ -6,8 +6,9 @@ use core::future::Future;
 use std::sync::Arc;
 
 use crate::decision::Decision;
+use crate::engine::Verdict;
 use crate::identity::{Key, RouteClass};
-use crate::limiter::{Limiter, Remaining, Verdict};
+use crate::limiter::{Limiter, Remaining};
 use crate::profile::Profile;
 
 /// An admission engine: resolve a route class once, then decide each request.

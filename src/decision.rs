@@ -1,4 +1,6 @@
-//! What `admit` answers, and how that maps onto HTTP.
+//! What `admit` answers, and how that maps onto HTTP: [`Decision`] with its wait, and
+//! [`Outcome`], the one enumeration of its kinds that metrics, the Redis script, HTTP and the
+//! C ABI map from.
 
 use core::time::Duration;
 
@@ -61,11 +63,26 @@ impl Decision {
     }
 
     /// The HTTP status: 200 for admit (the handler decides the real one), 429 or 503.
+    #[inline]
     pub fn http_status(&self) -> u16 {
-        match self {
-            Decision::Admit => 200,
-            Decision::Throttle { .. } => 429,
-            Decision::Unavailable { .. } => 503,
+        self.outcome().http_status()
+    }
+
+    /// Which of the seven outcomes this is: the decision without its wait.
+    #[inline]
+    pub fn outcome(&self) -> Outcome {
+        match *self {
+            Decision::Admit => Outcome::Admitted,
+            Decision::Throttle { bucket, .. } => match bucket {
+                BucketKind::Burst => Outcome::ThrottledBurst,
+                BucketKind::Sustained => Outcome::ThrottledSustained,
+            },
+            Decision::Unavailable { cause, .. } => match cause {
+                Cause::TenantShare => Outcome::TenantShare,
+                Cause::ShardFull => Outcome::ShardFull,
+                Cause::TableFull => Outcome::TableFull,
+                Cause::StoreUnavailable => Outcome::StoreUnavailable,
+            },
         }
     }
 
@@ -80,15 +97,7 @@ impl Decision {
 
     /// The catalog entry for a refusal; `None` for [`Decision::Admit`].
     pub fn catalog_entry(&self) -> Option<CatalogEntry> {
-        match self {
-            Decision::Admit => None,
-            Decision::Throttle { .. } => Some(CatalogEntry::Throttled),
-            Decision::Unavailable {
-                cause: Cause::StoreUnavailable,
-                ..
-            } => Some(CatalogEntry::LimiterUnavailable),
-            Decision::Unavailable { .. } => Some(CatalogEntry::OverCapacity),
-        }
+        self.outcome().catalog_entry()
     }
 
     /// The stable code callers see (`rate_limited`, `over_capacity`, `limiter_unavailable` in the
@@ -104,6 +113,162 @@ impl Decision {
         let wait = self.retry_after()?;
         let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
         Some(secs.clamp(1, max.as_secs().max(1)))
+    }
+}
+
+/// A [`Decision`] without its wait: the one place that enumerates every kind of answer, with
+/// what each is called in metrics, its number and its HTTP status.
+///
+/// Everything that turns decisions into something else (metric labels, the Redis script's
+/// reply, the C ABI, HTTP responses) goes through this type, so that a new kind of answer is
+/// added here once and nowhere is one forgotten.
+///
+/// | outcome | [`index`](Outcome::index) | [`label`](Outcome::label) | [`cause_label`](Outcome::cause_label) | [`http_status`](Outcome::http_status) |
+/// | --- | --- | --- | --- | --- |
+/// | `Admitted` | 0 | `admitted` | `none` | 200 |
+/// | `ThrottledBurst` | 1 | `throttled` | `burst` | 429 |
+/// | `ThrottledSustained` | 2 | `throttled` | `sustained` | 429 |
+/// | `TenantShare` | 3 | `unavailable` | `tenant_share` | 503 |
+/// | `ShardFull` | 4 | `unavailable` | `shard_full` | 503 |
+/// | `TableFull` | 5 | `unavailable` | `table_full` | 503 |
+/// | `StoreUnavailable` | 6 | `unavailable` | `store_unavailable` | 503 |
+///
+/// ```
+/// use tollgate::{Cause, Decision, Outcome};
+///
+/// let d = Decision::Unavailable { retry_after: None, cause: Cause::TableFull };
+/// assert_eq!(d.outcome(), Outcome::TableFull);
+/// assert_eq!((d.outcome().label(), d.outcome().http_status()), ("unavailable", 503));
+/// assert_eq!(Outcome::from_index(d.outcome().index()), Some(Outcome::TableFull));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[repr(u8)]
+pub enum Outcome {
+    /// [`Decision::Admit`].
+    Admitted = 0,
+    /// [`Decision::Throttle`] by the burst bucket.
+    ThrottledBurst = 1,
+    /// [`Decision::Throttle`] by the sustained bucket.
+    ThrottledSustained = 2,
+    /// [`Decision::Unavailable`] for [`Cause::TenantShare`].
+    TenantShare = 3,
+    /// [`Decision::Unavailable`] for [`Cause::ShardFull`].
+    ShardFull = 4,
+    /// [`Decision::Unavailable`] for [`Cause::TableFull`].
+    TableFull = 5,
+    /// [`Decision::Unavailable`] for [`Cause::StoreUnavailable`].
+    StoreUnavailable = 6,
+}
+
+impl Outcome {
+    /// How many outcomes there are: arrays indexed by [`Outcome::index`] have this length.
+    pub const COUNT: usize = 7;
+
+    /// Every outcome, in index order.
+    pub const ALL: [Outcome; Outcome::COUNT] = [
+        Outcome::Admitted,
+        Outcome::ThrottledBurst,
+        Outcome::ThrottledSustained,
+        Outcome::TenantShare,
+        Outcome::ShardFull,
+        Outcome::TableFull,
+        Outcome::StoreUnavailable,
+    ];
+
+    /// Its number, `0..COUNT`, stable within a version of tollgate (the Redis script answers
+    /// with it). Not an ABI: the C ABI has its own, never renumbered, codes.
+    #[inline]
+    pub const fn index(self) -> usize {
+        self as usize
+    }
+
+    /// The outcome numbered `index`, if there is one.
+    #[inline]
+    pub const fn from_index(index: usize) -> Option<Outcome> {
+        if index < Outcome::COUNT {
+            Some(Outcome::ALL[index])
+        } else {
+            None
+        }
+    }
+
+    /// The `outcome` metric label: `admitted`, `throttled` or `unavailable`.
+    pub const fn label(self) -> &'static str {
+        match self {
+            Outcome::Admitted => "admitted",
+            Outcome::ThrottledBurst | Outcome::ThrottledSustained => "throttled",
+            _ => "unavailable",
+        }
+    }
+
+    /// The `cause` metric label: which bucket or shared resource refused (`none` for admit).
+    pub const fn cause_label(self) -> &'static str {
+        match self {
+            Outcome::Admitted => "none",
+            Outcome::ThrottledBurst => "burst",
+            Outcome::ThrottledSustained => "sustained",
+            Outcome::TenantShare => "tenant_share",
+            Outcome::ShardFull => "shard_full",
+            Outcome::TableFull => "table_full",
+            Outcome::StoreUnavailable => "store_unavailable",
+        }
+    }
+
+    /// The bucket that is short, for a throttle.
+    pub const fn bucket(self) -> Option<BucketKind> {
+        match self {
+            Outcome::ThrottledBurst => Some(BucketKind::Burst),
+            Outcome::ThrottledSustained => Some(BucketKind::Sustained),
+            _ => None,
+        }
+    }
+
+    /// The shared resource that refused, for a 503.
+    pub const fn cause(self) -> Option<Cause> {
+        match self {
+            Outcome::TenantShare => Some(Cause::TenantShare),
+            Outcome::ShardFull => Some(Cause::ShardFull),
+            Outcome::TableFull => Some(Cause::TableFull),
+            Outcome::StoreUnavailable => Some(Cause::StoreUnavailable),
+            _ => None,
+        }
+    }
+
+    /// The catalog entry callers see for a refusal; `None` for admit.
+    pub const fn catalog_entry(self) -> Option<CatalogEntry> {
+        match self {
+            Outcome::Admitted => None,
+            Outcome::ThrottledBurst | Outcome::ThrottledSustained => Some(CatalogEntry::Throttled),
+            Outcome::StoreUnavailable => Some(CatalogEntry::LimiterUnavailable),
+            _ => Some(CatalogEntry::OverCapacity),
+        }
+    }
+
+    /// The HTTP status: 200 for admit (the handler decides the real one), 429 for the caller's
+    /// own quota, 503 for shared capacity and the store.
+    #[inline]
+    pub const fn http_status(self) -> u16 {
+        match self {
+            Outcome::Admitted => 200,
+            Outcome::ThrottledBurst | Outcome::ThrottledSustained => 429,
+            _ => 503,
+        }
+    }
+
+    /// The decision with this outcome and wait. A throttle's wait is its Retry-After (zero if
+    /// `None`); a capacity or store refusal keeps `wait` as it is.
+    pub fn decision(self, wait: Option<Duration>) -> Decision {
+        match (self.bucket(), self.cause()) {
+            (Some(bucket), _) => Decision::Throttle {
+                retry_after: wait.unwrap_or_default(),
+                bucket,
+            },
+            (None, Some(cause)) => Decision::Unavailable {
+                retry_after: wait,
+                cause,
+            },
+            (None, None) => Decision::Admit,
+        }
     }
 }
 
@@ -134,5 +299,20 @@ mod tests {
             Some(CatalogEntry::LimiterUnavailable)
         );
         assert_eq!(Decision::Admit.catalog_entry(), None);
+    }
+
+    #[test]
+    fn outcomes_round_trip() {
+        for (i, o) in Outcome::ALL.into_iter().enumerate() {
+            assert_eq!(o.index(), i);
+            assert_eq!(Outcome::from_index(i), Some(o));
+            let d = o.decision(Some(Duration::from_secs(1)));
+            assert_eq!(d.outcome(), o);
+            assert_eq!(d.http_status(), o.http_status());
+            assert_eq!(d.catalog_entry(), o.catalog_entry());
+            assert_eq!(o.bucket().is_some(), o.http_status() == 429);
+            assert_eq!(o.cause().is_some(), o.http_status() == 503);
+        }
+        assert_eq!(Outcome::from_index(Outcome::COUNT), None);
     }
 }

@@ -27,11 +27,13 @@ mod bucket;
 mod capacity;
 mod config;
 mod decision;
+mod engine;
 mod identity;
 mod limiter;
 #[cfg(feature = "metrics")]
 pub mod observe;
 pub mod profile;
+mod published;
 mod sync;
 mod table;
 
@@ -53,10 +55,11 @@ pub mod __loom {
 pub use quanta;
 
 pub use admission::Admission;
-pub use decision::{BucketKind, CatalogEntry, Cause, Decision};
+pub use decision::{BucketKind, CatalogEntry, Cause, Decision, Outcome};
+pub use engine::Verdict;
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use limiter::{
-    BuildError, Builder, Limiter, PublishedBucket, PublishedCapacity, PublishedClass,
-    PublishedLimits, PublishedRoute, Remaining, Verdict,
-};
+pub use limiter::{BuildError, Builder, Limiter, Remaining};
 pub use profile::{Profile, ProfileError};
+pub use published::{
+    PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,
+};

@@ -1,25 +1,17 @@
-//! The limiter: profile, clock, key secret, table and shared capacity behind `admit`.
+//! The embedded backend: the engine core over an in-process table of buckets and tenant
+//! counts, on the limiter's own monotonic clock.
 
 use core::fmt;
-use core::time::Duration;
-use std::collections::hash_map::RandomState;
-use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use serde::Serialize;
-
 use crate::bucket::{Limits, Tats};
-use crate::capacity::{self, ShardCounter};
-use crate::config::{CapacityConfig, ClassConfig, Config, ConfigCell};
+use crate::config::Config;
 use crate::decision::{Cause, Decision};
-use crate::identity::{Digest, Key, KeyHasher, RouteClass};
-use crate::profile::{Catalog, Mode, Period, Profile, ProfileError};
-use crate::table::{Apply, Table, TAT_BITS};
-
-/// The clock stops here (34 years after the limiter was built) so that a TAT, at most one
-/// period ahead of the clock, always fits in the table's 60 bits.
-const MAX_NOW: u64 = (1 << TAT_BITS) - (1 << 56);
+use crate::engine::{random_secret, Engine, ObserveOptions, Verdict};
+use crate::identity::{Digest, Key, RouteClass};
+use crate::profile::{Profile, ProfileError};
+use crate::published::PublishedLimits;
+use crate::table::{Apply, Table, MAX_NOW};
 
 /// The admission engine. `Send + Sync`: share it by `&` or `Arc`.
 ///
@@ -43,34 +35,13 @@ const MAX_NOW: u64 = (1 << TAT_BITS) - (1 << 56);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub struct Limiter {
+    /// Config, hasher, reload, shadow mode, metrics: what the Redis backend shares.
+    engine: Engine,
+    /// Where this backend keeps bucket and tenant state.
     table: Table,
-    /// Swapped whole by `reload`; `admit` reads one snapshot.
-    config: ConfigCell,
-    hasher: KeyHasher,
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
     epoch: u64,
-    /// Serialises reloads (never taken by `admit`).
-    reload_lock: Mutex<()>,
-    #[cfg(feature = "metrics")]
-    observer: crate::observe::Observer,
-}
-
-/// What `admit` decided and what the profile computed: they differ only in shadow mode, where
-/// every request is admitted and the refusal it would have had is reported instead.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Verdict {
-    /// What the caller gets.
-    pub decision: Decision,
-    /// What the profile says: in enforce mode the same as `decision`.
-    pub computed: Decision,
-}
-
-impl Verdict {
-    /// True when a refusal was not enforced (shadow mode).
-    pub fn is_shadowed(&self) -> bool {
-        self.decision != self.computed
-    }
 }
 
 /// One caller's tokens left, per bucket.
@@ -87,8 +58,7 @@ pub struct Builder {
     profile: Profile,
     clock: Option<quanta::Clock>,
     secret: Option<Vec<u8>>,
-    #[cfg(feature = "metrics")]
-    observe: crate::observe::Options,
+    observe: ObserveOptions,
 }
 
 /// Why a limiter could not be built.
@@ -176,7 +146,8 @@ impl Builder {
             Some(s) => s,
             None => random_secret(),
         };
-        let capacity = self.profile.identities.capacity.get() as usize;
+        let engine = Engine::new(self.profile, &secret, self.observe);
+        let capacity = engine.config.load().identities;
         let bytes = capacity.saturating_mul(64);
         // Ask first, so that a capacity the machine cannot hold is an error, not an abort.
         let mut probe: Vec<u8> = Vec::new();
@@ -185,34 +156,13 @@ impl Builder {
             .map_err(|_| BuildError::OutOfMemory { bytes })?;
         drop(probe);
         let clock = self.clock.unwrap_or_default();
-        let anon = self.profile.anonymous;
-        let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.get(), anon.ipv6_prefix.get());
-        #[allow(unused_mut)]
-        let mut config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
-        #[cfg(feature = "metrics")]
-        {
-            let handles = crate::observe::Handles::new(&config, &hasher, self.observe.per_tenant);
-            config.telemetry = Some(handles);
-        }
         Ok(Limiter {
+            engine,
             table: Table::new(capacity),
-            #[cfg(feature = "metrics")]
-            observer: crate::observe::Observer::new(self.observe),
-            config: ConfigCell::new(config),
-            hasher,
             epoch: clock.raw(),
             clock,
-            reload_lock: Mutex::new(()),
         })
     }
-}
-
-/// 32 bytes from the OS-seeded hasher of the standard library.
-pub(crate) fn random_secret() -> Vec<u8> {
-    let s = RandomState::new();
-    (0..4u64)
-        .flat_map(|i| s.hash_one(i).to_le_bytes())
-        .collect()
 }
 
 impl Limiter {
@@ -222,7 +172,6 @@ impl Limiter {
             profile,
             clock: None,
             secret: None,
-            #[cfg(feature = "metrics")]
             observe: Default::default(),
         }
     }
@@ -230,7 +179,7 @@ impl Limiter {
     /// The handle of a route class, or `None` if the profile has no such class. Handles stay
     /// valid across reloads (a reload cannot remove a class).
     pub fn route_class(&self, name: &str) -> Option<RouteClass> {
-        self.config.load().route_class(name)
+        self.engine.route_class(name)
     }
 
     /// Decides one request and charges it if admitted: a token from each of the caller's two
@@ -242,13 +191,8 @@ impl Limiter {
     pub fn admit(&self, key: &Key<'_>) -> Decision {
         // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let raw = self.clock.raw();
-        let cfg = self.config.get();
-        let (computed, shadow) = self.decide(&cfg, key, raw);
-        if shadow {
-            Decision::Admit
-        } else {
-            computed
-        }
+        let cfg = self.engine.config.get();
+        self.decide(&cfg, key, raw).decision
     }
 
     /// [`Limiter::admit`], also telling what the profile computed when shadow mode let a
@@ -256,52 +200,30 @@ impl Limiter {
     #[inline]
     pub fn evaluate(&self, key: &Key<'_>) -> Verdict {
         let raw = self.clock.raw();
-        let cfg = self.config.get();
-        let (computed, shadow) = self.decide(&cfg, key, raw);
-        let decision = if shadow { Decision::Admit } else { computed };
-        Verdict { decision, computed }
+        let cfg = self.engine.config.get();
+        self.decide(&cfg, key, raw)
     }
 
-    /// The decision the profile computes, charged if admitted, and whether the class is in
-    /// shadow mode (the caller then admits regardless).
+    /// The decision against this limiter's table, charged if admitted, concluded by the engine.
     #[inline]
-    fn decide(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> (Decision, bool) {
-        let class = class_of(cfg, key.class);
+    fn decide(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> Verdict {
+        let class = cfg.class(key.class);
         let limits = class.limits;
-        let (digest, tenant) = self.hasher.digests(key);
+        let (digest, tenant) = self.engine.hasher.digests(key);
         let now = self.nanos_since_epoch(raw);
-        let charged = self.table.update(digest, now, |tats| {
-            let tats_now = limits.clamp(tats, now);
-            match limits.charge(tats_now, now) {
+        let charged = self.table.update(digest, now, |stored| {
+            // Nothing is charged on a refusal; only a debt beyond a reloaded, smaller bucket
+            // is written down (see `Limits::admit` for why at a fresh clock reading).
+            match limits.admit(stored, now, || self.now()) {
                 Ok(next) => Apply::Write(next, Decision::Admit),
-                Err(short) => {
-                    let throttle = Decision::Throttle {
-                        retry_after: Duration::from_nanos(short.wait),
-                        bucket: short.bucket,
-                    };
-                    // Nothing is charged; only a debt beyond a reloaded, smaller bucket is
-                    // written down as the clamp (never under unchanged limits). Written at a
-                    // fresh clock reading: `now` may predate a concurrent admit that left the
-                    // TAT up to `tau` past *its* clock, and clamping to a stale `now` would
-                    // erase that debt (loom: `stale_clock_reading_never_returns_credit`). The
-                    // clamp only grows with the time, so the clock is read again only when the
-                    // stale one would have changed something.
-                    if tats_now == tats {
-                        return Apply::Keep(throttle);
-                    }
-                    let clamped = limits.clamp(tats, self.now().max(now));
-                    if clamped == tats {
-                        Apply::Keep(throttle)
-                    } else {
-                        Apply::Write(clamped, throttle)
-                    }
-                }
+                Err((short, None)) => Apply::Keep(short.throttle()),
+                Err((short, Some(clamped))) => Apply::Write(clamped, short.throttle()),
             }
         });
         let computed = match charged {
             Ok(Decision::Admit) => match &cfg.capacity {
                 None => Decision::Admit,
-                Some(cap) => match self.take_capacity(cap, tenant, key, now) {
+                Some(cap) => match cap.take(&self.table, tenant, key, now) {
                     Ok(()) => Decision::Admit,
                     Err(refused) => {
                         self.refund(digest, limits, now);
@@ -317,39 +239,27 @@ impl Limiter {
                 cause: Cause::TableFull,
             },
         };
-        #[cfg(feature = "metrics")]
-        if let Some(handles) = &cfg.telemetry {
-            self.observer
-                .record(handles, &self.hasher, key, computed, now);
-        }
-        (computed, class.shadow)
+        self.engine.conclude(cfg, class.shadow, key, computed, now)
     }
 
     /// What [`Limiter::admit`] would answer now, charging nothing.
     pub fn peek(&self, key: &Key<'_>) -> Decision {
-        let cfg = self.config.load();
-        let class = class_of(&cfg, key.class);
+        let cfg = self.engine.config.load();
+        let class = cfg.class(key.class);
         let now = self.now();
-        let (digest, tenant) = self.hasher.digests(key);
+        let (digest, tenant) = self.engine.hasher.digests(key);
         let tats = self.table.peek(digest, now).unwrap_or(Tats::full(now));
         let computed = match class.limits.charge(class.limits.clamp(tats, now), now) {
-            Err(short) => Decision::Throttle {
-                retry_after: Duration::from_nanos(short.wait),
-                bucket: short.bucket,
-            },
+            Err(short) => short.throttle(),
             Ok(_) => match &cfg.capacity {
                 None => Decision::Admit,
-                Some(cap) => self
-                    .capacity_left(cap, tenant, key, now)
+                Some(cap) => cap
+                    .peek(&self.table, tenant, key, now)
                     .err()
                     .unwrap_or(Decision::Admit),
             },
         };
-        if class.shadow {
-            Decision::Admit
-        } else {
-            computed
-        }
+        Verdict::of(class.shadow, computed).decision
     }
 
     /// Swaps in a new profile without losing any bucket state. The new limits apply from the
@@ -358,83 +268,26 @@ impl Limiter {
     /// than the new bucket holds is empty, and refills at the new rate). Shard counts in the
     /// current window carry over unless the number of shards or the window changes.
     ///
-    /// Refused, with the old profile left in force: an invalid profile (kind `Invalid`, as
-    /// parsing it would say), and (kind `Reload`) a profile that drops a route class (callers
+    /// Refused, with the old profile left in force: a profile that drops a route class (callers
     /// may hold its handle), changes `identities.capacity` (the table is allocated once: build a
     /// new limiter) or changes the anonymous prefixes (they are part of anonymous identities).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
-        let _one_at_a_time = self.reload_lock.lock();
-        #[allow(unused_mut)]
-        let mut new = self
-            .config
-            .load()
-            .reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
-        #[cfg(feature = "metrics")]
-        {
-            let per_tenant = self.observer.options.per_tenant;
-            new.telemetry = Some(crate::observe::Handles::new(&new, &self.hasher, per_tenant));
-        }
-        self.config.store(new);
-        Ok(())
+        self.engine.reload(profile)
     }
 
     /// The effective limits as a discovery document (serve it as JSON, e.g. at
     /// `/.well-known/rate-limits`): per route class its buckets and mode, the Retry-After cap,
     /// the catalog, and the capacity window. No tenant names and no usage figures.
     pub fn published_limits(&self) -> PublishedLimits {
-        let cfg = self.config.load();
-        let p = &cfg.profile;
-        PublishedLimits {
-            profile: p.name.clone(),
-            mode: p.mode,
-            route_classes: cfg
-                .classes
-                .iter()
-                .map(|c| {
-                    let l = p.route_class(&c.name).expect("config follows profile");
-                    PublishedClass {
-                        name: c.name.to_string(),
-                        mode: if c.shadow {
-                            Mode::Shadow
-                        } else {
-                            Mode::Enforce
-                        },
-                        burst: PublishedBucket {
-                            tokens: l.burst.tokens.get(),
-                            per: l.burst.per,
-                        },
-                        sustained: PublishedBucket {
-                            tokens: l.sustained.tokens.get(),
-                            per: l.sustained.per,
-                        },
-                        routes: p
-                            .routes
-                            .iter()
-                            .filter(|r| r.class == *c.name)
-                            .map(|r| PublishedRoute {
-                                method: r.method.clone(),
-                                path: r.path.clone(),
-                            })
-                            .collect(),
-                    }
-                })
-                .collect(),
-            retry_after_max: p.retry_after.max,
-            catalog: p.catalog.clone(),
-            shared_capacity: p
-                .shared_capacity
-                .as_ref()
-                .map(|s| PublishedCapacity { window: s.window }),
-        }
+        self.engine.published_limits()
     }
 
     /// Bytes held by the limiter: the table (64 bytes a slot) and its bookkeeping.
     pub fn memory_bytes(&self) -> usize {
-        let cfg = self.config.load();
+        let cfg = self.engine.config.load();
         core::mem::size_of::<Self>() + self.table.memory_bytes() - core::mem::size_of::<Table>()
             + core::mem::size_of_val(&*cfg.classes)
-            + cfg.capacity.as_ref().map_or(0, |c| c.counters.len())
-                * core::mem::size_of::<ShardCounter>()
+            + cfg.capacity.as_ref().map_or(0, |c| c.memory_bytes())
     }
 
     /// Identity slots in the table.
@@ -444,18 +297,18 @@ impl Limiter {
 
     /// The profile in force (a snapshot: a later reload does not change it).
     pub fn profile(&self) -> Arc<Profile> {
-        self.config.load().profile.clone()
+        self.engine.profile()
     }
 
     /// The caller's own tokens left in each bucket, charging nothing (for the `RateLimit`
     /// header, when the profile opts in to exposing it).
     pub fn remaining(&self, key: &Key<'_>) -> Remaining {
-        let cfg = self.config.load();
-        let limits = class_of(&cfg, key.class).limits;
+        let cfg = self.engine.config.load();
+        let limits = cfg.class(key.class).limits;
         let now = self.now();
         let tats = self
             .table
-            .peek(self.hasher.digests(key).0, now)
+            .peek(self.engine.hasher.digests(key).0, now)
             .unwrap_or(Tats::full(now));
         let tats = limits.clamp(tats, now);
         Remaining {
@@ -464,124 +317,12 @@ impl Limiter {
         }
     }
 
-    /// Where a request falls in shared capacity: its tenant's shard and cap, and the window.
-    #[inline]
-    fn place(cap: &CapacityConfig, tenant: Digest, key: &Key<'_>, now: u64) -> Place {
-        let (shard, limit) = Self::shard_and_cap(cap, tenant, key);
-        let (window, end) = capacity::window(now, cap.window_ns);
-        Place {
-            shard,
-            limit,
-            window,
-            end,
-            next_window: Some(Duration::from_nanos(end - now)),
-        }
-    }
-
-    /// The tenant's shard (pinned, or a keyed hash of the tenant) and its cap per window.
-    #[inline]
-    pub(crate) fn shard_and_cap(
-        cap: &CapacityConfig,
-        tenant: Digest,
-        key: &Key<'_>,
-    ) -> (usize, u64) {
-        let listed = match key.tenant() {
-            Some(_) if !cap.listed.is_empty() => cap.listed.get(&tenant).copied(),
-            _ => None,
-        };
-        let (pinned, limit) = listed.unwrap_or((None, cap.default_cap));
-        // A keyed hash of the tenant (its digest's high half, range-reduced) unless pinned.
-        let shard = pinned
-            .unwrap_or_else(|| ((u128::from(tenant.hi) * u128::from(cap.shards)) >> 64) as u32);
-        (shard as usize, limit)
-    }
-
-    /// Takes a tenant slot and a shard slot, or neither.
-    #[inline]
-    fn take_capacity(
-        &self,
-        cap: &CapacityConfig,
-        tenant: Digest,
-        key: &Key<'_>,
-        now: u64,
-    ) -> Result<(), Decision> {
-        let Place {
-            shard,
-            limit,
-            window,
-            end,
-            next_window,
-        } = Self::place(cap, tenant, key, now);
-        // The tenant first: a tenant over its share never touches the shard's count, so it
-        // cannot crowd out its neighbours even for an instant.
-        let counted =
-            match capacity::take_tenant(&self.table, tenant, now, (end, cap.window_ns), limit) {
-                Ok(counted) => counted,
-                Err(cause) => {
-                    let retry_after = if cause == Cause::TableFull {
-                        None
-                    } else {
-                        next_window
-                    };
-                    return Err(Decision::Unavailable { retry_after, cause });
-                }
-            };
-        match cap.counters.get(shard) {
-            Some(counter) if counter.take(window, cap.slots_per_window) => Ok(()),
-            _ => {
-                capacity::give_back_tenant(&self.table, tenant, now, counted);
-                Err(Decision::Unavailable {
-                    retry_after: next_window,
-                    cause: Cause::ShardFull,
-                })
-            }
-        }
-    }
-
-    /// `take_capacity` without taking: the refusal `admit` would give, if any.
-    fn capacity_left(
-        &self,
-        cap: &CapacityConfig,
-        tenant: Digest,
-        key: &Key<'_>,
-        now: u64,
-    ) -> Result<(), Decision> {
-        let Place {
-            shard,
-            limit,
-            window,
-            end,
-            next_window: retry_after,
-        } = Self::place(cap, tenant, key, now);
-        if capacity::tenant_held(&self.table, tenant, now, end, cap.window_ns) >= limit {
-            return Err(Decision::Unavailable {
-                retry_after,
-                cause: Cause::TenantShare,
-            });
-        }
-        match cap.counters.get(shard) {
-            Some(c) if c.used(window) < cap.slots_per_window => Ok(()),
-            _ => Err(Decision::Unavailable {
-                retry_after,
-                cause: Cause::ShardFull,
-            }),
-        }
-    }
-
-    /// Gives back the token `admit` took when capacity then refused. Exact: a charge moves each
-    /// TAT to `max(tat, now) + t` and this moves it back by `t`; charges by other requests in
-    /// between commute with it.
+    /// Gives back the token `admit` took when capacity then refused (see `Limits::refund`).
     #[cold]
     fn refund(&self, digest: Digest, limits: Limits, now: u64) {
-        let _ = self.table.update(digest, now, |t| {
-            Apply::Write(
-                Tats {
-                    burst: t.burst.saturating_sub(limits.burst.t),
-                    sustained: t.sustained.saturating_sub(limits.sustained.t),
-                },
-                (),
-            )
-        });
+        let _ = self
+            .table
+            .update(digest, now, |t| Apply::Write(limits.refund(t), ()));
     }
 
     /// Nanoseconds since the limiter was built, on its own monotonic clock.
@@ -596,89 +337,11 @@ impl Limiter {
     }
 }
 
-/// A request's place in shared capacity (see `Limiter::place`).
-struct Place {
-    shard: usize,
-    /// The tenant's cap in its shard per window.
-    limit: u64,
-    window: u64,
-    /// The window's end, on the limiter's clock.
-    end: u64,
-    /// The wait until the next window: the Retry-After of every capacity refusal.
-    next_window: Option<Duration>,
-}
-
-#[inline]
-pub(crate) fn class_of(cfg: &Config, class: RouteClass) -> &ClassConfig {
-    match cfg.classes.get(class.0 as usize) {
-        Some(c) => c,
-        None => panic!("route class {} does not belong to this limiter", class.0),
-    }
-}
-
 impl fmt::Debug for Limiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Limiter")
-            .field("profile", &self.config.load().profile.name)
+            .field("profile", &self.engine.config.load().profile.name)
             .field("capacity", &self.table.capacity())
             .finish_non_exhaustive()
     }
-}
-
-/// The discovery document: the effective limits, safe to show to anyone.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PublishedLimits {
-    /// The profile's name.
-    pub profile: String,
-    /// The profile's default mode.
-    pub mode: Mode,
-    /// Every route class, in handle order.
-    pub route_classes: Vec<PublishedClass>,
-    /// The cap on Retry-After.
-    pub retry_after_max: Period,
-    /// The catalog codes and problem types callers may see.
-    pub catalog: Catalog,
-    /// The shared-capacity window, if there is shared capacity (no usage, no tenants).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub shared_capacity: Option<PublishedCapacity>,
-}
-
-/// One route class in the discovery document.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct PublishedClass {
-    /// The class name.
-    pub name: String,
-    /// Whether refusals are enforced.
-    pub mode: Mode,
-    /// The burst bucket.
-    pub burst: PublishedBucket,
-    /// The sustained bucket.
-    pub sustained: PublishedBucket,
-    /// The routes of the profile that map to this class.
-    pub routes: Vec<PublishedRoute>,
-}
-
-/// A bucket in the discovery document.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct PublishedBucket {
-    /// Capacity and refill per period.
-    pub tokens: u64,
-    /// The period.
-    pub per: Period,
-}
-
-/// A route in the discovery document.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct PublishedRoute {
-    /// HTTP method or `*`.
-    pub method: String,
-    /// Path glob.
-    pub path: String,
-}
-
-/// Shared capacity in the discovery document: only its window.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-pub struct PublishedCapacity {
-    /// Capacity refusals end at the next window boundary.
-    pub window: Period,
 }

@@ -15,14 +15,13 @@
 //! | `tollgate_error_budget_exceeded` | gauge (0 or 1) | |
 
 use core::time::Duration;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 
-use crate::config::Config;
-use crate::decision::{BucketKind, Cause, Decision};
-use crate::identity::{DigestMap, Key, KeyHasher};
+use crate::decision::{Decision, Outcome};
+use crate::identity::{Digest, DigestMap, Key, KeyHasher};
+use crate::sync::unmodelled::{AtomicBool, AtomicU64, Ordering};
 
 /// What the error-budget alert reports, to the callback and in the `tracing` event.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -50,56 +49,17 @@ pub(crate) struct Options {
     pub(crate) callback: Option<Callback>,
 }
 
-const OUTCOMES: [(&str, &str); 7] = [
-    ("admitted", "none"),
-    ("throttled", "burst"),
-    ("throttled", "sustained"),
-    ("unavailable", "shard_full"),
-    ("unavailable", "tenant_share"),
-    ("unavailable", "table_full"),
-    ("unavailable", "store_unavailable"),
-];
-
-fn outcome_index(d: &Decision) -> usize {
-    match d {
-        Decision::Admit => 0,
-        Decision::Throttle {
-            bucket: BucketKind::Burst,
-            ..
-        } => 1,
-        Decision::Throttle {
-            bucket: BucketKind::Sustained,
-            ..
-        } => 2,
-        Decision::Unavailable {
-            cause: Cause::ShardFull,
-            ..
-        } => 3,
-        Decision::Unavailable {
-            cause: Cause::TenantShare,
-            ..
-        } => 4,
-        Decision::Unavailable {
-            cause: Cause::TableFull,
-            ..
-        } => 5,
-        Decision::Unavailable {
-            cause: Cause::StoreUnavailable,
-            ..
-        } => 6,
-    }
-}
-
 /// Handles registered for one profile; they live in its `Config`, so `admit` reaches them
 /// through the same per-thread snapshot as the limits.
 pub(crate) struct Handles {
-    /// Per class: `[outcome]`, for that class's mode.
-    decisions: Vec<[Counter; 7]>,
+    /// Per class: by [`Outcome::index`], for that class's mode.
+    decisions: Vec<[Counter; Outcome::COUNT]>,
     retry_after: Vec<Histogram>,
-    /// Listed tenants, then `other` and `anonymous`: `[admitted, throttled, unavailable]`.
-    tenants: DigestMap<[Counter; 3]>,
-    other: [Counter; 3],
-    anonymous: [Counter; 3],
+    /// Listed tenants, then `other` and `anonymous`: by [`Outcome::index`], each outcome's
+    /// handle counting under its label (`admitted`, `throttled`, `unavailable`).
+    tenants: DigestMap<[Counter; Outcome::COUNT]>,
+    other: [Counter; Outcome::COUNT],
+    anonymous: [Counter; Outcome::COUNT],
     /// `(threshold, window)` from `error_budget`.
     budget: Option<(f64, Duration)>,
 }
@@ -113,48 +73,37 @@ impl core::fmt::Debug for Handles {
 }
 
 impl Handles {
-    pub(crate) fn new(cfg: &Config, hasher: &KeyHasher, per_tenant: bool) -> Handles {
-        let decisions = cfg
-            .classes
-            .iter()
-            .map(|c| {
-                let mode = if c.shadow { "shadow" } else { "enforce" };
-                OUTCOMES.map(|(outcome, cause)| {
-                    counter!("tollgate_decisions_total", "outcome" => outcome, "route_class" => c.name.to_string(), "cause" => cause, "mode" => mode)
+    /// Registers the handles of one profile: `classes` as (name, shadow) in handle order, the
+    /// listed `tenants` as (digest, name) when per-tenant metrics are on (else empty), and
+    /// `error_budget` as (threshold, window).
+    pub(crate) fn new<'a>(
+        classes: impl Iterator<Item = (&'a str, bool)> + Clone,
+        tenants: impl Iterator<Item = (Digest, &'a str)>,
+        budget: Option<(f64, Duration)>,
+    ) -> Handles {
+        let decisions = classes
+            .clone()
+            .map(|(class, shadow)| {
+                let mode = if shadow { "shadow" } else { "enforce" };
+                Outcome::ALL.map(|o| {
+                    counter!("tollgate_decisions_total", "outcome" => o.label(), "route_class" => class.to_owned(), "cause" => o.cause_label(), "mode" => mode)
                 })
             })
             .collect();
-        let retry_after = cfg
-            .classes
-            .iter()
-            .map(
-                |c| histogram!("tollgate_retry_after_seconds", "route_class" => c.name.to_string()),
-            )
+        let retry_after = classes
+            .map(|(class, _)| {
+                histogram!("tollgate_retry_after_seconds", "route_class" => class.to_owned())
+            })
             .collect();
         let tenant = |name: &str| {
-            ["admitted", "throttled", "unavailable"].map(|o| {
-                counter!("tollgate_tenant_decisions_total", "tenant" => name.to_owned(), "outcome" => o)
+            Outcome::ALL.map(|o| {
+                counter!("tollgate_tenant_decisions_total", "tenant" => name.to_owned(), "outcome" => o.label())
             })
         };
-        let listed = cfg
-            .profile
-            .shared_capacity
-            .as_ref()
-            .map(|s| s.tenants.iter());
-        let tenants = match (per_tenant, listed) {
-            (true, Some(names)) => names
-                .map(|(n, _)| (hasher.tenant_digest(Some(n)), tenant(n)))
-                .collect(),
-            _ => DigestMap::default(),
-        };
-        let budget = cfg
-            .profile
-            .error_budget
-            .map(|b| (b.capacity_rejections.get(), b.window.get()));
         Handles {
             decisions,
             retry_after,
-            tenants,
+            tenants: tenants.map(|(d, name)| (d, tenant(name))).collect(),
             other: tenant("other"),
             anonymous: tenant("anonymous"),
             budget,
@@ -206,7 +155,7 @@ impl Observer {
         now: u64,
     ) {
         let class = key.class.index() as usize;
-        let i = outcome_index(&computed);
+        let i = computed.outcome().index();
         if let Some(c) = h.decisions.get(class) {
             c[i].increment(1);
         }
@@ -221,12 +170,7 @@ impl Observer {
                     .get(&hasher.tenant_digest(Some(t)))
                     .unwrap_or(&h.other),
             };
-            group[match i {
-                0 => 0,
-                1 | 2 => 1,
-                _ => 2,
-            }]
-            .increment(1);
+            group[i].increment(1);
         }
         if let Some((threshold, window)) = h.budget {
             let rejected = matches!(computed, Decision::Unavailable { .. });

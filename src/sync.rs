@@ -50,10 +50,10 @@ mod imp {
     }
 
     /// Lets another thread run; loom needs an explicit yield in every spin loop.
-    pub(crate) struct Backoff;
-    impl Backoff {
+    pub(crate) struct SpinWait;
+    impl SpinWait {
         pub(crate) fn new() -> Self {
-            Backoff
+            SpinWait
         }
         pub(crate) fn snooze(&self) {
             loom::thread::yield_now();
@@ -65,10 +65,21 @@ mod imp {
 mod imp {
     pub(crate) use core::sync::atomic::AtomicU64;
     pub(crate) use core::sync::atomic::Ordering;
-    pub(crate) use crossbeam_utils::Backoff;
+    /// Waits in a spin loop (spinning, then yielding). Named for what it does here; the client
+    /// SDK's public `Backoff` is a retry policy, a different thing.
+    pub(crate) use crossbeam_utils::Backoff as SpinWait;
     /// On x86-64 this is `lock cmpxchg16b` (loads use an AVX move where the CPU has AVX);
     /// elsewhere portable-atomic picks the native instruction or a fallback.
     pub(crate) use portable_atomic::AtomicU128;
 }
 
 pub(crate) use imp::*;
+
+/// Atomics that loom never models, even under `tollgate_loom`: statistics (the metrics ring) and
+/// process-wide bookkeeping (config generations and ids), whose races decide nothing about
+/// admission. Modelling them would only multiply the interleavings loom explores.
+pub(crate) mod unmodelled {
+    #[cfg(feature = "metrics")]
+    pub(crate) use core::sync::atomic::AtomicBool;
+    pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+}

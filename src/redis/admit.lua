@@ -10,8 +10,9 @@
 -- ARGV[7]  slots per shard per window          ARGV[8]  the tenant's cap of those slots
 -- ARGV[9]  extra milliseconds a key lives after it stops mattering
 --
--- Returns { outcome, wait_us, now_us }: outcome 0 admit, 1 throttle (burst), 2 throttle
--- (sustained), 3 tenant share used, 4 shard full; wait_us the exact wait (0 for admit).
+-- Returns { outcome, wait_us, now_us }: outcome is tollgate's `Outcome::index` (0 admit,
+-- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full); wait_us the
+-- exact wait (0 for admit).
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Every value here is an
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are

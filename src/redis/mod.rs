@@ -52,6 +52,13 @@
 //! connects and read back by all others. A worker reads it once, at connect: after a `FLUSHALL`,
 //! restart the workers (or set the secret explicitly).
 //!
+//! # One core with the embedded limiter
+//! Configuration, reload rules, shadow mode, the discovery document
+//! ([`RedisLimiter::published_limits`]) and metrics (feature `metrics`: the same series as
+//! [`Limiter`], see [`crate::observe`]) come from the engine core the embedded limiter uses;
+//! only where buckets and shard slots live differs. A peek is not counted; a deny-cache answer
+//! and a fail-closed refusal are. The error budget's sub-windows run on the worker's clock.
+//!
 //! # Failing closed
 //! An unreachable store, a reset connection, an error reply or no answer within the profile's
 //! `store.timeout` gives [`Decision::Unavailable`] with [`Cause::StoreUnavailable`] and no wait
@@ -61,244 +68,37 @@
 use core::fmt;
 use core::time::Duration;
 use std::sync::Arc;
+use std::time::Instant;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-use ::redis::Script;
-use arc_swap::ArcSwap;
-use parking_lot::Mutex;
+use crate::decision::Decision;
+use crate::engine::{Engine, Verdict};
+use crate::identity::{Key, RouteClass};
+use crate::profile::{Profile, ProfileError};
+use crate::published::PublishedLimits;
+#[cfg(doc)]
+use crate::{decision::Cause, Limiter};
 
-use crate::config::Config;
-use crate::decision::{BucketKind, Cause, Decision};
-use crate::identity::{Digest, Key, KeyHasher, RouteClass};
-use crate::limiter::{class_of, random_secret, Limiter, Verdict};
-use crate::profile::{Period, Profile, ProfileError};
-
+mod builder;
 mod deny;
+mod script;
+
+pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
 
 use deny::DenyCache;
-
-/// The decision script; see its header for the arguments and the number ranges.
-const SCRIPT: &str = include_str!("admit.lua");
-
-/// The environment variable that sets the key secret (unless the builder does).
-pub const KEY_SECRET_ENV: &str = "TOLLGATE_KEY_SECRET";
+use script::Store;
 
 /// A limiter whose buckets and shard slots live in Redis, shared by every worker that connects
 /// with the same profile. `Send + Sync`; clone nothing, share it by `&` or `Arc`.
 pub struct RedisLimiter {
-    conn: ConnectionManager,
-    script: Script,
-    state: ArcSwap<State>,
-    hasher: KeyHasher,
-    prefix: Box<str>,
-    margin_ms: u64,
+    /// Config, hasher, reload, shadow mode, metrics: what the embedded limiter shares.
+    engine: Engine,
+    /// Where this backend keeps bucket and capacity state.
+    store: Store,
+    /// Throttles this worker answers without a round trip, if enabled.
     deny: Option<DenyCache>,
-    /// Serialises reloads (never taken by `admit`).
-    reload_lock: Mutex<()>,
+    /// Time zero of the error budget's windows (feature `metrics`), on this worker's clock.
+    started: Instant,
 }
-
-/// The profile as the script needs it, swapped whole by `reload`.
-struct State {
-    config: Config,
-    /// Per route class: burst `t`, `tau`, sustained `t`, `tau` in microseconds.
-    classes: Box<[[u64; 4]]>,
-    /// `(window_us, slots)` with shared capacity.
-    window: Option<(u64, u64)>,
-    timeout: Duration,
-}
-
-impl State {
-    fn new(config: Config) -> State {
-        let p = &config.profile;
-        let rate = |tokens: u64, per: Period| {
-            let t = per.as_nanos().div_ceil(1_000).div_ceil(tokens);
-            [t, t * tokens]
-        };
-        let classes = config
-            .classes
-            .iter()
-            .map(|c| {
-                let l = p.route_class(&c.name).expect("config follows profile");
-                let [bt, btau] = rate(l.burst.tokens.get(), l.burst.per);
-                let [st, stau] = rate(l.sustained.tokens.get(), l.sustained.per);
-                [bt, btau, st, stau]
-            })
-            .collect();
-        let window = config
-            .capacity
-            .as_ref()
-            .map(|c| (c.window_ns.div_ceil(1_000), c.slots_per_window));
-        State {
-            timeout: p.store.timeout.get(),
-            classes,
-            window,
-            config,
-        }
-    }
-}
-
-/// Builds a [`RedisLimiter`]: `RedisLimiter::builder(url, profile).key_secret(s).connect().await`.
-pub struct RedisBuilder {
-    url: String,
-    profile: Profile,
-    secret: Option<Vec<u8>>,
-    prefix: String,
-    deny_cache: usize,
-    connect_timeout: Duration,
-    margin: Duration,
-}
-
-/// Why [`RedisLimiter::connect`] failed.
-#[derive(Debug)]
-pub enum ConnectError {
-    /// The URL could not be parsed, the server refused, or a command failed.
-    Store(::redis::RedisError),
-    /// The server did not answer within the connect timeout.
-    Timeout(Duration),
-    /// The key secret (from the builder or `TOLLGATE_KEY_SECRET`) is empty.
-    EmptySecret,
-    /// The profile is invalid (built or changed in Rust): the same refusal as
-    /// parsing it would give.
-    Profile(ProfileError),
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectError::Store(e) => write!(f, "redis: {e}"),
-            ConnectError::Timeout(d) => write!(f, "redis did not answer within {d:?}"),
-            ConnectError::EmptySecret => f.write_str("key secret must not be empty"),
-            ConnectError::Profile(e) => fmt::Display::fmt(e, f),
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ConnectError::Store(e) => Some(e),
-            ConnectError::Profile(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<::redis::RedisError> for ConnectError {
-    fn from(e: ::redis::RedisError) -> Self {
-        ConnectError::Store(e)
-    }
-}
-
-impl RedisBuilder {
-    /// The key secret (default: `TOLLGATE_KEY_SECRET`, else the one kept in Redis). Every worker
-    /// sharing the store must use the same secret and the same tollgate version.
-    pub fn key_secret(mut self, secret: &[u8]) -> Self {
-        self.secret = Some(secret.to_vec());
-        self
-    }
-
-    /// The first part of every key (default `tollgate`), to keep several services, or several
-    /// profiles, apart on one server.
-    pub fn key_prefix(mut self, prefix: &str) -> Self {
-        self.prefix = prefix.to_owned();
-        self
-    }
-
-    /// Answers a throttled identity locally until its `retry_after` has passed, remembering at
-    /// most `capacity` identities (default 0: off). Exact, and it saves the round trips of a
-    /// retry storm; capacity refusals are never cached.
-    pub fn deny_cache(mut self, capacity: usize) -> Self {
-        self.deny_cache = capacity;
-        self
-    }
-
-    /// The longest [`RedisBuilder::connect`] waits for the server (default 1s). Later calls
-    /// wait at most the profile's `store.timeout`.
-    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
-        self.connect_timeout = timeout;
-        self
-    }
-
-    /// How long a key outlives the instant it stops mattering (default 100ms): a small margin
-    /// against the rounding of `PX` to milliseconds.
-    pub fn expiry_margin(mut self, margin: Duration) -> Self {
-        self.margin = margin;
-        self
-    }
-
-    /// Validates the profile, connects, settles the key secret and loads the script. Fails if
-    /// the server cannot be reached within the connect timeout; once connected, outages only
-    /// fail decisions closed.
-    pub async fn connect(self) -> Result<RedisLimiter, ConnectError> {
-        self.profile.validate().map_err(ConnectError::Profile)?;
-        let limit = self.connect_timeout;
-        match tokio::time::timeout(limit, self.connect_inner()).await {
-            Ok(r) => r,
-            Err(_) => Err(ConnectError::Timeout(limit)),
-        }
-    }
-
-    async fn connect_inner(self) -> Result<RedisLimiter, ConnectError> {
-        let client = ::redis::Client::open(self.url.as_str())?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            // Callers time out themselves (`store.timeout`); a slow answer still arrives.
-            .set_response_timeout(None)
-            // Reconnect soon after an outage ends: decisions resume within ~200ms of it.
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200))
-            .set_number_of_retries(4);
-        let mut conn = client.get_connection_manager_with_config(config).await?;
-        let secret = match self.secret {
-            Some(s) => s,
-            None => match std::env::var(KEY_SECRET_ENV) {
-                Ok(s) => s.into_bytes(),
-                Err(_) => stored_secret(&mut conn, &self.prefix).await?,
-            },
-        };
-        if secret.is_empty() {
-            return Err(ConnectError::EmptySecret);
-        }
-        let script = Script::new(SCRIPT);
-        script.prepare_invoke().load_async(&mut conn).await?;
-        let anon = self.profile.anonymous;
-        let hasher = KeyHasher::new(&secret, anon.ipv4_prefix.get(), anon.ipv6_prefix.get());
-        let config = Config::new(self.profile, |t| hasher.tenant_digest(Some(t)));
-        Ok(RedisLimiter {
-            conn,
-            script,
-            state: ArcSwap::from_pointee(State::new(config)),
-            hasher,
-            prefix: self.prefix.into(),
-            margin_ms: self.margin.as_millis() as u64,
-            deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
-            reload_lock: Mutex::new(()),
-        })
-    }
-}
-
-/// The secret kept in Redis: created once by the first worker (`SET NX`), then read by all.
-async fn stored_secret(
-    conn: &mut ConnectionManager,
-    prefix: &str,
-) -> Result<Vec<u8>, ConnectError> {
-    let key = format!("{prefix}:{{secret}}");
-    let fresh: String = random_secret().iter().map(|b| format!("{b:02x}")).collect();
-    let (secret,): (String,) = ::redis::pipe()
-        .cmd("SET")
-        .arg(&key)
-        .arg(&fresh)
-        .arg("NX")
-        .ignore()
-        .cmd("GET")
-        .arg(&key)
-        .query_async(conn)
-        .await?;
-    Ok(secret.into_bytes())
-}
-
-/// What the script answered: (outcome, wait in us, server time in us since the Unix epoch).
-type Answer = (u8, u64, u64);
 
 impl RedisLimiter {
     /// Connects with the defaults (see [`RedisBuilder`]): the key secret from
@@ -317,18 +117,25 @@ impl RedisLimiter {
             deny_cache: 0,
             connect_timeout: Duration::from_secs(1),
             margin: Duration::from_millis(100),
+            observe: Default::default(),
         }
     }
 
     /// The handle of a route class, or `None` if the profile has no such class. Handles stay
     /// valid across reloads; workers with the same profile (and reloads) number them alike.
     pub fn route_class(&self, name: &str) -> Option<RouteClass> {
-        self.state.load().config.route_class(name)
+        self.engine.route_class(name)
     }
 
     /// The profile in force (a snapshot).
     pub fn profile(&self) -> Arc<Profile> {
-        self.state.load().config.profile.clone()
+        self.engine.profile()
+    }
+
+    /// The effective limits as a discovery document, the same as [`Limiter::published_limits`]
+    /// gives for the same profile.
+    pub fn published_limits(&self) -> PublishedLimits {
+        self.engine.published_limits()
     }
 
     /// Decides one request and charges it if admitted, as [`Limiter::admit`] does, in one round
@@ -364,33 +171,22 @@ impl RedisLimiter {
     /// used. Every worker must reload the same profile; until then each decides with its own.
     /// Clears the deny cache (the new limits may refill sooner).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
-        let _one_at_a_time = self.reload_lock.lock();
-        let config = self
-            .state
-            .load()
-            .config
-            .reload(profile, |t| self.hasher.tenant_digest(Some(t)))?;
-        self.state.store(Arc::new(State::new(config)));
+        self.engine.reload(profile)?;
         if let Some(deny) = &self.deny {
             deny.clear();
         }
         Ok(())
     }
 
+    /// The decision against the state in Redis (or the deny cache); a charging one is concluded
+    /// by the engine (metrics, shadow mode), a peek only gets the shadow rule.
     async fn decide(&self, key: &Key<'_>, charge: bool) -> (Verdict, Option<u64>) {
-        let state = self.state.load_full();
-        let shadow = class_of(&state.config, key.class).shadow;
-        let (digest, tenant) = self.hasher.digests(key);
-        let verdict = |computed| Verdict {
-            decision: if shadow { Decision::Admit } else { computed },
-            computed,
-        };
-        if let Some(cached) = self.deny.as_ref().and_then(|d| d.get(digest)) {
-            return (verdict(cached), None);
-        }
-        let (computed, now) = match self.call(&state, key, digest, tenant, charge).await {
-            Some((outcome, wait, now)) => (outcome_decision(outcome, wait), Some(now)),
-            None => (STORE_UNAVAILABLE, None),
+        let cfg = self.engine.config.load_full();
+        let shadow = cfg.class(key.class).shadow;
+        let (digest, tenant) = self.engine.hasher.digests(key);
+        let (computed, now) = match self.deny.as_ref().and_then(|d| d.get(digest)) {
+            Some(cached) => (cached, None),
+            None => self.store.call(&cfg, key, digest, tenant, charge).await,
         };
         if let (
             Some(deny),
@@ -402,94 +198,21 @@ impl RedisLimiter {
         {
             deny.insert(digest, retry_after, bucket);
         }
-        (verdict(computed), now)
-    }
-
-    /// One `EVALSHA`, bounded by the profile's `store.timeout`; `None` on any failure.
-    async fn call(
-        &self,
-        state: &State,
-        key: &Key<'_>,
-        digest: Digest,
-        tenant: Digest,
-        charge: bool,
-    ) -> Option<Answer> {
-        let [bt, btau, st, stau] = state.classes[key.class.0 as usize];
-        let mut inv = self.script.prepare_invoke();
-        let capacity = state.config.capacity.as_ref();
-        let (shard, cap) = match capacity {
-            Some(c) => {
-                let (shard, cap) = Limiter::shard_and_cap(c, tenant, key);
-                (shard as u64, cap)
-            }
-            // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.
-            None => (tenant.hi >> 50, 0),
+        let verdict = if charge {
+            let elapsed = self.started.elapsed().as_nanos() as u64;
+            self.engine.conclude(&cfg, shadow, key, computed, elapsed)
+        } else {
+            Verdict::of(shadow, computed)
         };
-        let prefix = &self.prefix;
-        inv.key(format!(
-            "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
-            digest.hi, digest.lo
-        ));
-        let (window, slots) = state.window.unwrap_or((0, 0));
-        if capacity.is_some() {
-            inv.key(format!(
-                "{prefix}:{{{shard}}}:t:{:016x}{:016x}",
-                tenant.hi, tenant.lo
-            ))
-            .key(format!("{prefix}:{{{shard}}}:s"));
-        }
-        inv.arg(if charge { "1" } else { "0" })
-            .arg(bt)
-            .arg(btau)
-            .arg(st)
-            .arg(stau)
-            .arg(window)
-            .arg(slots)
-            .arg(cap)
-            .arg(self.margin_ms);
-        let mut conn = self.conn.clone();
-        match tokio::time::timeout(state.timeout, inv.invoke_async::<Answer>(&mut conn)).await {
-            Ok(Ok(answer)) => Some(answer),
-            _ => None,
-        }
-    }
-}
-
-const STORE_UNAVAILABLE: Decision = Decision::Unavailable {
-    retry_after: None,
-    cause: Cause::StoreUnavailable,
-};
-
-/// The script's answer as a decision; anything unexpected fails closed.
-fn outcome_decision(outcome: u8, wait_us: u64) -> Decision {
-    let wait = Duration::from_micros(wait_us);
-    match outcome {
-        0 => Decision::Admit,
-        1 => Decision::Throttle {
-            retry_after: wait,
-            bucket: BucketKind::Burst,
-        },
-        2 => Decision::Throttle {
-            retry_after: wait,
-            bucket: BucketKind::Sustained,
-        },
-        3 => Decision::Unavailable {
-            retry_after: Some(wait),
-            cause: Cause::TenantShare,
-        },
-        4 => Decision::Unavailable {
-            retry_after: Some(wait),
-            cause: Cause::ShardFull,
-        },
-        _ => STORE_UNAVAILABLE,
+        (verdict, now)
     }
 }
 
 impl fmt::Debug for RedisLimiter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisLimiter")
-            .field("profile", &self.state.load().config.profile.name)
-            .field("prefix", &self.prefix)
+            .field("profile", &self.engine.config.load().profile.name)
+            .field("prefix", &self.store.prefix)
             .field("deny_cache", &self.deny.is_some())
             .finish_non_exhaustive()
     }

@@ -8,7 +8,7 @@ use std::time::Duration;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use tollgate::observe::BudgetAlert;
 use tollgate::quanta::Clock;
-use tollgate::{Key, Limiter, Profile};
+use tollgate::{Key, Limiter, Outcome, Profile};
 
 const PROFILE: &str = "name: m\nidentities: { capacity: 64 }\nroute_classes:\n  read:\n    \
     burst: { tokens: 2, per: 1s }\n    sustained: { tokens: 1000, per: 1h }\nshared_capacity:\n  \
@@ -171,4 +171,33 @@ fn per_tenant_labels_are_opt_in_and_bounded() {
     assert!(snap.iter().all(|(_, l, _)| l
         .iter()
         .all(|x| !x.contains("initech") && !x.contains("hooli"))));
+}
+
+#[test]
+fn every_outcome_has_its_series_per_class_and_mode() {
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _limiter = metrics::with_local_recorder(&recorder, || {
+        Limiter::builder(Profile::from_yaml(PROFILE).unwrap())
+            .build()
+            .unwrap()
+    });
+    // Registered at build, before any decision: one series per outcome, named by `Outcome`.
+    let snap = snapshot(&snapshotter);
+    let series: Vec<&Vec<String>> = snap
+        .iter()
+        .filter(|(n, _, _)| n == "tollgate_decisions_total")
+        .map(|(_, l, _)| l)
+        .collect();
+    assert_eq!(series.len(), Outcome::COUNT);
+    for o in Outcome::ALL {
+        let mut want = vec![
+            format!("cause={}", o.cause_label()),
+            "mode=enforce".to_owned(),
+            format!("outcome={}", o.label()),
+            "route_class=read".to_owned(),
+        ];
+        want.sort();
+        assert!(series.contains(&&want), "{o:?}: {series:?}");
+    }
 }

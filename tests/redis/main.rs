@@ -5,4 +5,6 @@
 
 mod decisions;
 mod outage;
+#[cfg(feature = "metrics")]
+mod telemetry;
 mod workers;

@@ -1,14 +1,4 @@
-//! Shared capacity: each shard has `slots_per_window` admission slots per fixed window, and no
-//! tenant holds more than its cap of its shard's slots in one window.
-//!
-//! Windows are **fixed** (aligned to the limiter's clock), not sliding: a fixed window is one
-//! word per shard and per tenant, exact under concurrency, and its end is the same instant for
-//! every caller, so a 503's Retry-After (time to the next window) says nothing about anyone's
-//! usage. The cost is the known edge effect: up to twice the slots can pass in one window's
-//! length straddling a boundary. The per-identity buckets, which are exact at every instant,
-//! bound each caller; the shard ceiling bounds the sum per window.
-//!
-//! A shard's count is one atomic word; a tenant's count in its shard's window lives in an
+//! The two counters of shared capacity: a shard's word, and a tenant's count kept in an
 //! identity-table slot of its own (the tenant's digest), so tenants need no table of their own
 //! and are bounded by the same fail-closed capacity.
 
@@ -107,15 +97,8 @@ fn tenant_window(t: Tats, window_end: u64, window_ns: u64) -> (u64, u64) {
     }
 }
 
-/// The current window of `window_ns` at `now`: (id, end).
-#[inline]
-pub(crate) fn window(now: u64, window_ns: u64) -> (u64, u64) {
-    let id = now / window_ns;
-    (id, (id + 1) * window_ns)
-}
-
 /// Slots the tenant holds in the window ending at `window_end` (for `peek`).
-pub(crate) fn tenant_held(
+pub(super) fn tenant_held(
     table: &Table,
     tenant: Digest,
     now: u64,
@@ -129,7 +112,7 @@ pub(crate) fn tenant_held(
 
 /// Takes one of the tenant's slots unless it holds `cap`; returns the end of the window it was
 /// counted in (for `give_back_tenant`), or the refusal.
-pub(crate) fn take_tenant(
+pub(super) fn take_tenant(
     table: &Table,
     tenant: Digest,
     now: u64,
@@ -158,7 +141,7 @@ pub(crate) fn take_tenant(
 }
 
 /// Gives back a tenant slot taken in the window ending at `counted_end`.
-pub(crate) fn give_back_tenant(table: &Table, tenant: Digest, now: u64, counted_end: u64) {
+pub(super) fn give_back_tenant(table: &Table, tenant: Digest, now: u64, counted_end: u64) {
     let _ = table.update(tenant, now, |t| {
         if t.burst == counted_end && t.sustained > 0 {
             Apply::Write(

@@ -13,115 +13,18 @@
 //!   keeps a `claims` counter; a claim is committed by a CAS on the counter read before the
 //!   scan, so a claim commits only if no other claim for that home committed in between.
 
+mod state;
+
+pub(crate) use state::MAX_NOW;
+
+use state::{AtomicSlotState, SlotState};
+
 use crate::bucket::Tats;
 use crate::identity::Digest;
-use crate::sync::{AtomicU128, AtomicU64, Backoff, Ordering};
+use crate::sync::{AtomicU64, Ordering, SpinWait};
 
 /// How far from its home slot an identity may live.
 pub(crate) const WINDOW: usize = 64;
-
-/// Times are nanoseconds since the limiter was built, in 60 bits (36 years).
-pub(crate) const TAT_BITS: u32 = 60;
-const TAT_MASK: u128 = (1 << TAT_BITS) - 1;
-const BURST_SHIFT: u32 = 0;
-const SUSTAINED_SHIFT: u32 = TAT_BITS;
-const GEN_SHIFT: u32 = 2 * TAT_BITS;
-const GEN_MASK: u128 = 0x3f << GEN_SHIFT;
-/// The slot holds (or held) an identity; never cleared once set.
-const OCCUPIED: u128 = 1 << 126;
-/// A claim is in progress: the digest is being written; nobody else may write the word.
-const BUSY: u128 = 1 << 127;
-
-/// One slot's state word.
-///
-/// ```text
-///  127   126       125..120    119 ........ 60   59 ......... 0
-/// +----+----------+----------+----------------+----------------+
-/// |BUSY| OCCUPIED |   gen    | sustained TAT  |   burst TAT    |
-/// +----+----------+----------+----------------+----------------+
-/// ```
-///
-/// All zero is a never-used slot. `gen` (6 bits, wrapping) changes on every claim, and a claim
-/// also sets both TATs to the claim time, so a word seen for one occupant does not recur for
-/// the next unless 64 claims of the same slot fall within the same clock tick.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct SlotState(u128);
-
-impl SlotState {
-    #[cfg(test)]
-    pub(crate) const EMPTY: SlotState = SlotState(0);
-
-    #[inline]
-    pub(crate) fn is_empty(self) -> bool {
-        self.0 & OCCUPIED == 0
-    }
-    #[inline]
-    pub(crate) fn is_busy(self) -> bool {
-        self.0 & BUSY != 0
-    }
-    #[inline]
-    pub(crate) fn tats(self) -> Tats {
-        Tats {
-            burst: ((self.0 >> BURST_SHIFT) & TAT_MASK) as u64,
-            sustained: ((self.0 >> SUSTAINED_SHIFT) & TAT_MASK) as u64,
-        }
-    }
-    /// The same occupant (and generation) with new TATs.
-    #[inline]
-    pub(crate) fn with_tats(self, t: Tats) -> SlotState {
-        debug_assert!(u128::from(t.burst) <= TAT_MASK && u128::from(t.sustained) <= TAT_MASK);
-        let keep = self.0 & (BUSY | OCCUPIED | GEN_MASK);
-        SlotState(
-            keep | (u128::from(t.burst) << BURST_SHIFT)
-                | (u128::from(t.sustained) << SUSTAINED_SHIFT),
-        )
-    }
-    /// True if `other` is this occupant's word, possibly with other TATs.
-    #[inline]
-    fn same_occupant(self, other: SlotState) -> bool {
-        (self.0 ^ other.0) & (BUSY | OCCUPIED | GEN_MASK) == 0
-    }
-    /// The word a claimer installs: busy, the next generation, both buckets full at `now`.
-    fn claimed(self, now: u64) -> SlotState {
-        let gen = (self.0 & GEN_MASK).wrapping_add(1 << GEN_SHIFT) & GEN_MASK;
-        SlotState(BUSY | OCCUPIED | gen).with_tats(Tats::full(now))
-    }
-    /// A claim finished: not busy any more.
-    fn published(self, t: Tats) -> SlotState {
-        SlotState(self.0 & !BUSY).with_tats(t)
-    }
-}
-
-/// The atomic state word.
-#[derive(Debug)]
-pub(crate) struct AtomicSlotState(AtomicU128);
-
-impl AtomicSlotState {
-    fn new() -> Self {
-        AtomicSlotState(AtomicU128::new(0))
-    }
-    #[inline]
-    fn load(&self, o: Ordering) -> SlotState {
-        SlotState(self.0.load(o))
-    }
-    #[inline]
-    fn compare_exchange(
-        &self,
-        current: SlotState,
-        new: SlotState,
-        success: Ordering,
-        failure: Ordering,
-    ) -> Result<SlotState, SlotState> {
-        self.0
-            .compare_exchange(current.0, new.0, success, failure)
-            .map(SlotState)
-            .map_err(SlotState)
-    }
-    #[inline]
-    fn store(&self, v: SlotState, o: Ordering) {
-        self.0.store(v.0, o)
-    }
-}
 
 /// One identity's slot: exactly one 64-byte cache line.
 ///
@@ -272,7 +175,7 @@ impl Table {
             match self.scan(d, self.home(d), now) {
                 Scan::Found(_, s) => return Some(s.tats()),
                 Scan::Absent(_) => return None,
-                Scan::Wait => Backoff::new().snooze(),
+                Scan::Wait => SpinWait::new().snooze(),
             }
         }
     }
@@ -288,12 +191,12 @@ impl Table {
         mut f: impl FnMut(Tats) -> Apply<R>,
     ) -> Result<R, TableFull> {
         let home = self.home(d);
-        let backoff = Backoff::new();
+        let spin = SpinWait::new();
         loop {
             let found = match self.scan(d, home, now) {
                 Scan::Found(i, seen) => Some((i, seen)),
                 Scan::Wait => {
-                    backoff.snooze();
+                    spin.snooze();
                     continue;
                 }
                 // A new identity (or a race): the claim path scans again under the counter.
@@ -321,13 +224,13 @@ impl Table {
         now: u64,
         f: &mut impl FnMut(Tats) -> Apply<R>,
     ) -> Result<Claimed<R>, TableFull> {
-        let backoff = Backoff::new();
+        let spin = SpinWait::new();
         loop {
             // Acquire: a claim committed before this load has its digest visible to the scan.
             let seq = self.slots[home].claims.load(Ordering::Acquire);
             match self.scan(d, home, now) {
                 Scan::Found(i, seen) => return Ok(Claimed::Found(i, seen)),
-                Scan::Wait => backoff.snooze(),
+                Scan::Wait => spin.snooze(),
                 Scan::Absent(None) => return Err(TableFull),
                 Scan::Absent(Some((i, seen))) => {
                     if let Some(r) = self.claim(d, home, seq, i, seen, now, f) {
@@ -471,21 +374,6 @@ mod tests {
             };
             Apply::Write(n, n)
         })
-    }
-
-    #[test]
-    fn state_word_round_trips() {
-        let s = SlotState::EMPTY.claimed(7);
-        assert!(s.is_busy() && !s.is_empty());
-        let t = Tats {
-            burst: (1 << 60) - 1,
-            sustained: 12345,
-        };
-        let p = s.published(t);
-        assert_eq!(p.tats(), t);
-        assert!(!p.is_busy() && !p.is_empty());
-        assert!(p.same_occupant(p.with_tats(Tats::full(0))));
-        assert!(!p.same_occupant(p.claimed(0)));
     }
 
     #[test]

@@ -1,0 +1,253 @@
+//! The numbers the engine reads, built from a validated [`Profile`] and swapped whole on
+//! reload, so that one decision never mixes two profiles.
+//!
+//! This is the one module that reads the profile's scalars: everything below it (bucket math,
+//! shared capacity, metrics) gets plain integers, and the discovery document is derived here
+//! once per profile.
+
+use core::time::Duration;
+use std::sync::Arc;
+
+use crate::bucket::{Limits, Rate};
+use crate::capacity::{CapacityConfig, ShardCounter};
+use crate::identity::{KeyHasher, RouteClass};
+use crate::profile::{Mode, Profile, ProfileError, RouteClassLimits};
+use crate::published::{
+    PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,
+};
+
+mod cell;
+
+pub(crate) use cell::ConfigCell;
+
+/// One route class as the hot path sees it. Indexed by `RouteClass`, whose numbers never
+/// change for a limiter's life: a reload keeps the old classes at their places.
+#[derive(Clone, Debug)]
+pub(crate) struct ClassConfig {
+    pub(crate) name: Arc<str>,
+    pub(crate) limits: Limits,
+    pub(crate) shadow: bool,
+}
+
+/// Everything a decision reads, for one profile.
+#[derive(Debug)]
+pub(crate) struct Config {
+    pub(crate) classes: Box<[ClassConfig]>,
+    pub(crate) capacity: Option<CapacityConfig>,
+    pub(crate) profile: Arc<Profile>,
+    /// `identities.capacity`: the slots of the embedded table.
+    pub(crate) identities: usize,
+    /// `store.timeout`: how long the Redis backend waits for an answer.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) store_timeout: Duration,
+    /// The discovery document of this profile.
+    pub(crate) published: PublishedLimits,
+    /// Metric handles for this profile's classes, registered when it is built.
+    #[cfg(feature = "metrics")]
+    pub(crate) telemetry: crate::observe::Handles,
+}
+
+/// The keyed hasher of a profile's identities (its anonymous prefixes are part of them).
+pub(crate) fn key_hasher(profile: &Profile, secret: &[u8]) -> KeyHasher {
+    let anon = profile.anonymous;
+    KeyHasher::new(secret, anon.ipv4_prefix.get(), anon.ipv6_prefix.get())
+}
+
+fn limits(l: &RouteClassLimits) -> Limits {
+    Limits {
+        burst: Rate::new(l.burst.tokens.get(), l.burst.per.as_nanos()),
+        sustained: Rate::new(l.sustained.tokens.get(), l.sustained.per.as_nanos()),
+    }
+}
+
+impl Config {
+    /// The handle of the class named `name`: its place in `classes`, which reloads keep.
+    pub(crate) fn route_class(&self, name: &str) -> Option<RouteClass> {
+        self.classes
+            .iter()
+            .position(|c| &*c.name == name)
+            .map(|i| RouteClass(i as u32))
+    }
+
+    /// The class of a handle.
+    ///
+    /// # Panics
+    /// If the handle came from another limiter with more classes.
+    #[inline]
+    pub(crate) fn class(&self, class: RouteClass) -> &ClassConfig {
+        match self.classes.get(class.0 as usize) {
+            Some(c) => c,
+            None => panic!("route class {} does not belong to this limiter", class.0),
+        }
+    }
+
+    /// The configuration of a new limiter: classes in profile order. `per_tenant` registers
+    /// per-tenant counters for the listed tenants (feature `metrics`).
+    pub(crate) fn new(profile: Profile, hasher: &KeyHasher, per_tenant: bool) -> Config {
+        let order: Vec<String> = profile
+            .route_classes
+            .iter()
+            .map(|(k, _)| k.to_owned())
+            .collect();
+        Config::with_order(profile, &order, hasher, per_tenant)
+    }
+
+    /// The configuration after a reload: the old classes keep their numbers, new ones follow.
+    /// Refuses a profile that drops a class (a caller may hold its handle), resizes the table
+    /// or changes the anonymous prefixes.
+    pub(crate) fn reload(
+        &self,
+        profile: Profile,
+        hasher: &KeyHasher,
+        per_tenant: bool,
+    ) -> Result<Config, ProfileError> {
+        profile.validate()?;
+        let old = &self.profile;
+        if profile.identities.capacity != old.identities.capacity {
+            return Err(ProfileError::refused(format!(
+                "identities.capacity: cannot change from {} to {} on reload; the table is \
+                 allocated once: build a new Limiter to resize it",
+                old.identities.capacity.get(),
+                profile.identities.capacity.get()
+            )));
+        }
+        if profile.anonymous != old.anonymous {
+            return Err(ProfileError::refused(
+                "anonymous: prefix lengths cannot change on reload (they are part of every \
+                 anonymous identity); build a new Limiter to change them"
+                    .to_owned(),
+            ));
+        }
+        let mut order: Vec<String> = self.classes.iter().map(|c| c.name.to_string()).collect();
+        if let Some(gone) = order
+            .iter()
+            .find(|n| profile.route_classes.get(n).is_none())
+        {
+            return Err(ProfileError::refused(format!(
+                "route_classes.{gone}: the class is missing from the new profile; removing a \
+                 route class on reload is refused (handles to it may be in use)"
+            )));
+        }
+        for (name, _) in profile.route_classes.iter() {
+            if !order.iter().any(|n| n == name) {
+                order.push(name.to_owned());
+            }
+        }
+        let mut new = Config::with_order(profile, &order, hasher, per_tenant);
+        if let (Some(old), Some(new)) = (&self.capacity, &mut new.capacity) {
+            if (old.shards, old.window_ns) == (new.shards, new.window_ns) {
+                new.counters = old.counters.clone();
+            }
+        }
+        Ok(new)
+    }
+
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    fn with_order(
+        profile: Profile,
+        order: &[String],
+        hasher: &KeyHasher,
+        per_tenant: bool,
+    ) -> Config {
+        let classes: Box<[ClassConfig]> = order
+            .iter()
+            .map(|name| {
+                let l = profile.route_classes.get(name).expect("validated");
+                ClassConfig {
+                    name: name.as_str().into(),
+                    limits: limits(l),
+                    shadow: l.mode.unwrap_or(profile.mode) == Mode::Shadow,
+                }
+            })
+            .collect();
+        let capacity = profile.shared_capacity.as_ref().map(|sc| {
+            let slots = sc.slots_per_window.get();
+            CapacityConfig {
+                shards: sc.shards.get(),
+                window_ns: sc.window.as_nanos(),
+                slots_per_window: slots,
+                default_cap: CapacityConfig::cap(slots, sc.tenant_share.get(), 1.0),
+                listed: sc
+                    .tenants
+                    .iter()
+                    .map(|(name, t)| {
+                        let cap = CapacityConfig::cap(slots, sc.tenant_share.get(), t.weight.get());
+                        (hasher.tenant_digest(Some(name)), (t.shard, cap))
+                    })
+                    .collect(),
+                counters: (0..sc.shards.get()).map(|_| ShardCounter::new()).collect(),
+            }
+        });
+        #[cfg(feature = "metrics")]
+        let telemetry = {
+            let listed = profile
+                .shared_capacity
+                .as_ref()
+                .filter(|_| per_tenant)
+                .map(|s| s.tenants.iter())
+                .into_iter()
+                .flatten()
+                .map(|(n, _)| (hasher.tenant_digest(Some(n)), n));
+            crate::observe::Handles::new(
+                classes.iter().map(|c| (&*c.name, c.shadow)),
+                listed,
+                profile
+                    .error_budget
+                    .map(|b| (b.capacity_rejections.get(), b.window.get())),
+            )
+        };
+        Config {
+            published: published(&profile, &classes),
+            identities: profile.identities.capacity.get() as usize,
+            store_timeout: profile.store.timeout.get(),
+            classes,
+            capacity,
+            profile: Arc::new(profile),
+            #[cfg(feature = "metrics")]
+            telemetry,
+        }
+    }
+}
+
+/// The discovery document of `profile`, its classes in handle order.
+fn published(p: &Profile, classes: &[ClassConfig]) -> PublishedLimits {
+    let bucket = |b: &crate::profile::BucketLimit| PublishedBucket {
+        tokens: b.tokens.get(),
+        per: b.per,
+    };
+    PublishedLimits {
+        profile: p.name.clone(),
+        mode: p.mode,
+        route_classes: classes
+            .iter()
+            .map(|c| {
+                let l = p.route_class(&c.name).expect("config follows profile");
+                PublishedClass {
+                    name: c.name.to_string(),
+                    mode: if c.shadow {
+                        Mode::Shadow
+                    } else {
+                        Mode::Enforce
+                    },
+                    burst: bucket(&l.burst),
+                    sustained: bucket(&l.sustained),
+                    routes: p
+                        .routes
+                        .iter()
+                        .filter(|r| r.class == *c.name)
+                        .map(|r| PublishedRoute {
+                            method: r.method.clone(),
+                            path: r.path.clone(),
+                        })
+                        .collect(),
+                }
+            })
+            .collect(),
+        retry_after_max: p.retry_after.max,
+        catalog: p.catalog.clone(),
+        shared_capacity: p
+            .shared_capacity
+            .as_ref()
+            .map(|s| PublishedCapacity { window: s.window }),
+    }
+}

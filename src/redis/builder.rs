@@ -1,0 +1,188 @@
+//! Connecting: the builder, the key secret, and why a connect fails.
+
+use core::fmt;
+use core::time::Duration;
+#[cfg(feature = "metrics")]
+use std::sync::Arc;
+use std::time::Instant;
+
+use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
+
+use super::deny::DenyCache;
+use super::script::Store;
+use super::RedisLimiter;
+use crate::engine::{random_secret, Engine, ObserveOptions};
+use crate::profile::{Profile, ProfileError};
+
+/// The environment variable that sets the key secret (unless the builder does).
+pub const KEY_SECRET_ENV: &str = "TOLLGATE_KEY_SECRET";
+
+/// Builds a [`RedisLimiter`]: `RedisLimiter::builder(url, profile).key_secret(s).connect().await`.
+pub struct RedisBuilder {
+    pub(super) url: String,
+    pub(super) profile: Profile,
+    pub(super) secret: Option<Vec<u8>>,
+    pub(super) prefix: String,
+    pub(super) deny_cache: usize,
+    pub(super) connect_timeout: Duration,
+    pub(super) margin: Duration,
+    pub(super) observe: ObserveOptions,
+}
+
+/// Why [`RedisLimiter::connect`] failed.
+#[derive(Debug)]
+pub enum ConnectError {
+    /// The URL could not be parsed, the server refused, or a command failed.
+    Store(::redis::RedisError),
+    /// The server did not answer within the connect timeout.
+    Timeout(Duration),
+    /// The key secret (from the builder or `TOLLGATE_KEY_SECRET`) is empty.
+    EmptySecret,
+    /// The profile is invalid (built or changed in Rust): the same refusal as
+    /// parsing it would give.
+    Profile(ProfileError),
+}
+
+impl fmt::Display for ConnectError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConnectError::Store(e) => write!(f, "redis: {e}"),
+            ConnectError::Timeout(d) => write!(f, "redis did not answer within {d:?}"),
+            ConnectError::EmptySecret => f.write_str("key secret must not be empty"),
+            ConnectError::Profile(e) => fmt::Display::fmt(e, f),
+        }
+    }
+}
+
+impl std::error::Error for ConnectError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConnectError::Store(e) => Some(e),
+            ConnectError::Profile(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<::redis::RedisError> for ConnectError {
+    fn from(e: ::redis::RedisError) -> Self {
+        ConnectError::Store(e)
+    }
+}
+
+impl RedisBuilder {
+    /// The key secret (default: `TOLLGATE_KEY_SECRET`, else the one kept in Redis). Every worker
+    /// sharing the store must use the same secret and the same tollgate version.
+    pub fn key_secret(mut self, secret: &[u8]) -> Self {
+        self.secret = Some(secret.to_vec());
+        self
+    }
+
+    /// The first part of every key (default `tollgate`), to keep several services, or several
+    /// profiles, apart on one server.
+    pub fn key_prefix(mut self, prefix: &str) -> Self {
+        self.prefix = prefix.to_owned();
+        self
+    }
+
+    /// Answers a throttled identity locally until its `retry_after` has passed, remembering at
+    /// most `capacity` identities (default 0: off). Exact, and it saves the round trips of a
+    /// retry storm; capacity refusals are never cached.
+    pub fn deny_cache(mut self, capacity: usize) -> Self {
+        self.deny_cache = capacity;
+        self
+    }
+
+    /// The longest [`RedisBuilder::connect`] waits for the server (default 1s). Later calls
+    /// wait at most the profile's `store.timeout`.
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// How long a key outlives the instant it stops mattering (default 100ms): a small margin
+    /// against the rounding of `PX` to milliseconds.
+    pub fn expiry_margin(mut self, margin: Duration) -> Self {
+        self.margin = margin;
+        self
+    }
+
+    /// Counts decisions per listed tenant too, as [`crate::Builder::per_tenant_metrics`] does.
+    #[cfg(feature = "metrics")]
+    pub fn per_tenant_metrics(mut self, on: bool) -> Self {
+        self.observe.per_tenant = on;
+        self
+    }
+
+    /// Called when the share of capacity refusals crosses `error_budget.capacity_rejections`,
+    /// as [`crate::Builder::on_error_budget`] is.
+    #[cfg(feature = "metrics")]
+    pub fn on_error_budget(
+        mut self,
+        callback: impl Fn(&crate::observe::BudgetAlert) + Send + Sync + 'static,
+    ) -> Self {
+        self.observe.callback = Some(Arc::new(callback));
+        self
+    }
+
+    /// Validates the profile, connects, settles the key secret and loads the script. Fails if
+    /// the server cannot be reached within the connect timeout; once connected, outages only
+    /// fail decisions closed.
+    pub async fn connect(self) -> Result<RedisLimiter, ConnectError> {
+        self.profile.validate().map_err(ConnectError::Profile)?;
+        let limit = self.connect_timeout;
+        match tokio::time::timeout(limit, self.connect_inner()).await {
+            Ok(r) => r,
+            Err(_) => Err(ConnectError::Timeout(limit)),
+        }
+    }
+
+    async fn connect_inner(self) -> Result<RedisLimiter, ConnectError> {
+        let client = ::redis::Client::open(self.url.as_str())?;
+        let config = ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(self.connect_timeout))
+            // Callers time out themselves (`store.timeout`); a slow answer still arrives.
+            .set_response_timeout(None)
+            // Reconnect soon after an outage ends: decisions resume within ~200ms of it.
+            .set_min_delay(Duration::from_millis(10))
+            .set_max_delay(Duration::from_millis(200))
+            .set_number_of_retries(4);
+        let mut conn = client.get_connection_manager_with_config(config).await?;
+        let secret = match self.secret {
+            Some(s) => s,
+            None => match std::env::var(KEY_SECRET_ENV) {
+                Ok(s) => s.into_bytes(),
+                Err(_) => stored_secret(&mut conn, &self.prefix).await?,
+            },
+        };
+        if secret.is_empty() {
+            return Err(ConnectError::EmptySecret);
+        }
+        Ok(RedisLimiter {
+            engine: Engine::new(self.profile, &secret, self.observe),
+            store: Store::new(conn, self.prefix, self.margin).await?,
+            deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
+            started: Instant::now(),
+        })
+    }
+}
+
+/// The secret kept in Redis: created once by the first worker (`SET NX`), then read by all.
+async fn stored_secret(
+    conn: &mut ConnectionManager,
+    prefix: &str,
+) -> Result<Vec<u8>, ConnectError> {
+    let key = format!("{prefix}:{{secret}}");
+    let fresh: String = random_secret().iter().map(|b| format!("{b:02x}")).collect();
+    let (secret,): (String,) = ::redis::pipe()
+        .cmd("SET")
+        .arg(&key)
+        .arg(&fresh)
+        .arg("NX")
+        .ignore()
+        .cmd("GET")
+        .arg(&key)
+        .query_async(conn)
+        .await?;
+    Ok(secret.into_bytes())
+}

@@ -1,0 +1,196 @@
+//! The slot's state word: both TATs, the generation and two flags in one `u128`, and the
+//! clock's ceiling that keeps every TAT inside its field.
+//!
+//! ```text
+//!  127   126       125..120    119 ........ 60   59 ......... 0
+//! +----+----------+----------+----------------+----------------+
+//! |BUSY| OCCUPIED |   gen    | sustained TAT  |   burst TAT    |
+//! +----+----------+----------+----------------+----------------+
+//! ```
+//!
+//! Each field is declared by its length and starts where the one before it ends (sharded-slab's
+//! `Pack`), so fields cannot overlap by construction; `const` asserts check the word's bit
+//! budget and that the largest TAT the limiter can write fits in its field.
+
+use crate::bucket::Tats;
+use crate::sync::{AtomicU128, Ordering};
+
+/// A run of bits in the state word: `len` bits from `shift`.
+#[derive(Clone, Copy)]
+struct Field {
+    shift: u32,
+    len: u32,
+}
+
+impl Field {
+    /// The field at bit 0.
+    const fn first(len: u32) -> Field {
+        Field { shift: 0, len }
+    }
+    /// The field just above this one.
+    const fn next(self, len: u32) -> Field {
+        Field {
+            shift: self.shift + self.len,
+            len,
+        }
+    }
+    /// The bit after the field's last.
+    const fn end(self) -> u32 {
+        self.shift + self.len
+    }
+    /// The largest value the field holds.
+    const fn max(self) -> u128 {
+        (1 << self.len) - 1
+    }
+    /// The field's bits in place.
+    const fn mask(self) -> u128 {
+        self.max() << self.shift
+    }
+}
+
+/// Times are nanoseconds since the limiter was built, in 60 bits (36 years).
+const TAT_BITS: u32 = 60;
+const BURST: Field = Field::first(TAT_BITS);
+const SUSTAINED: Field = BURST.next(TAT_BITS);
+/// Bumped (wrapping) by every claim: the ABA guard.
+const GEN: Field = SUSTAINED.next(6);
+/// The slot holds (or held) an identity; never cleared once set.
+const OCCUPIED_BIT: Field = GEN.next(1);
+/// A claim is in progress: the digest is being written; nobody else may write the word.
+const BUSY_BIT: Field = OCCUPIED_BIT.next(1);
+
+const TAT_MASK: u128 = BURST.max();
+const GEN_MASK: u128 = GEN.mask();
+const OCCUPIED: u128 = OCCUPIED_BIT.mask();
+const BUSY: u128 = BUSY_BIT.mask();
+/// Everything that names the occupant, as opposed to its TATs.
+const OCCUPANT: u128 = BUSY | OCCUPIED | GEN_MASK;
+
+/// The clock stops here (34 years after the limiter was built), so that a TAT, at most one
+/// bucket (or one capacity window) ahead of the clock, always fits in its 60 bits.
+pub(crate) const MAX_NOW: u64 = (1 << TAT_BITS) - (1 << 56);
+
+// The fields use the word exactly, and no two share a bit.
+const _: () = assert!(BUSY_BIT.end() == u128::BITS);
+const _: () = assert!(BURST.mask() & SUSTAINED.mask() == 0);
+const _: () = assert!((BURST.mask() | SUSTAINED.mask()) & OCCUPANT == 0);
+const _: () = assert!(GEN_MASK & (OCCUPIED | BUSY) == 0 && OCCUPIED & BUSY == 0);
+// The largest TAT written: `now + tau`, where `tau = ceil(per / tokens) * tokens` is below
+// `per + tokens`; a tenant's window end is at most `now + window`, and windows are periods too.
+const _: () = assert!(
+    MAX_NOW as u128 + crate::profile::MAX_PERIOD_NANOS as u128 + crate::profile::MAX_TOKENS as u128
+        <= TAT_MASK
+);
+// A tenant's count, kept in the sustained TAT, fits too.
+const _: () = assert!(crate::profile::MAX_SLOTS_PER_WINDOW as u128 <= TAT_MASK);
+
+/// One slot's state word (see the module doc).
+///
+/// All zero is a never-used slot. `gen` (6 bits, wrapping) changes on every claim, and a claim
+/// also sets both TATs to the claim time, so a word seen for one occupant does not recur for
+/// the next unless 64 claims of the same slot fall within the same clock tick.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct SlotState(u128);
+
+impl SlotState {
+    #[cfg(test)]
+    pub(crate) const EMPTY: SlotState = SlotState(0);
+
+    #[inline]
+    pub(crate) fn is_empty(self) -> bool {
+        self.0 & OCCUPIED == 0
+    }
+    #[inline]
+    pub(crate) fn is_busy(self) -> bool {
+        self.0 & BUSY != 0
+    }
+    #[inline]
+    pub(crate) fn tats(self) -> Tats {
+        Tats {
+            burst: ((self.0 >> BURST.shift) & TAT_MASK) as u64,
+            sustained: ((self.0 >> SUSTAINED.shift) & TAT_MASK) as u64,
+        }
+    }
+    /// The same occupant (and generation) with new TATs.
+    #[inline]
+    pub(crate) fn with_tats(self, t: Tats) -> SlotState {
+        debug_assert!(u128::from(t.burst) <= TAT_MASK && u128::from(t.sustained) <= TAT_MASK);
+        SlotState(
+            self.0 & OCCUPANT
+                | (u128::from(t.burst) << BURST.shift)
+                | (u128::from(t.sustained) << SUSTAINED.shift),
+        )
+    }
+    /// True if `other` is this occupant's word, possibly with other TATs.
+    #[inline]
+    pub(crate) fn same_occupant(self, other: SlotState) -> bool {
+        (self.0 ^ other.0) & OCCUPANT == 0
+    }
+    /// The word a claimer installs: busy, the next generation, both buckets full at `now`.
+    pub(crate) fn claimed(self, now: u64) -> SlotState {
+        let gen = (self.0 & GEN_MASK).wrapping_add(1 << GEN.shift) & GEN_MASK;
+        SlotState(BUSY | OCCUPIED | gen).with_tats(Tats::full(now))
+    }
+    /// A claim finished: not busy any more.
+    pub(crate) fn published(self, t: Tats) -> SlotState {
+        SlotState(self.0 & !BUSY).with_tats(t)
+    }
+}
+
+/// The atomic state word.
+#[derive(Debug)]
+pub(crate) struct AtomicSlotState(AtomicU128);
+
+impl AtomicSlotState {
+    pub(crate) fn new() -> Self {
+        AtomicSlotState(AtomicU128::new(0))
+    }
+    #[inline]
+    pub(crate) fn load(&self, o: Ordering) -> SlotState {
+        SlotState(self.0.load(o))
+    }
+    #[inline]
+    pub(crate) fn compare_exchange(
+        &self,
+        current: SlotState,
+        new: SlotState,
+        success: Ordering,
+        failure: Ordering,
+    ) -> Result<SlotState, SlotState> {
+        self.0
+            .compare_exchange(current.0, new.0, success, failure)
+            .map(SlotState)
+            .map_err(SlotState)
+    }
+    #[inline]
+    pub(crate) fn store(&self, v: SlotState, o: Ordering) {
+        self.0.store(v.0, o)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_word_round_trips() {
+        let s = SlotState::EMPTY.claimed(7);
+        assert!(s.is_busy() && !s.is_empty());
+        let t = Tats {
+            burst: (1 << 60) - 1,
+            sustained: 12345,
+        };
+        let p = s.published(t);
+        assert_eq!(p.tats(), t);
+        assert!(!p.is_busy() && !p.is_empty());
+        assert!(p.same_occupant(p.with_tats(Tats::full(0))));
+        assert!(!p.same_occupant(p.claimed(0)));
+    }
+
+    #[test]
+    fn the_layout_is_the_documented_one() {
+        assert_eq!((BURST.shift, SUSTAINED.shift, GEN.shift), (0, 60, 120));
+        assert_eq!((OCCUPIED, BUSY), (1 << 126, 1 << 127));
+        assert_eq!(GEN_MASK, 0x3f << 120);
+    }
+}
