@@ -74,26 +74,18 @@ impl tg_decision {
     /// The C form of `d`, whose catalog code (`""` for an admit) is `code`.
     #[inline]
     pub(crate) fn new(d: Decision, code: *const c_char) -> tg_decision {
-        let (kind, bucket, cause) = match d {
-            Decision::Admit => (
-                tg_decision_kind::Admit,
-                tg_bucket_kind::None,
-                tg_cause::None,
-            ),
-            Decision::Throttle { bucket, .. } => {
-                (tg_decision_kind::Throttle, bucket.into(), tg_cause::None)
-            }
-            Decision::Unavailable { cause, .. } => (
-                tg_decision_kind::Unavailable,
-                tg_bucket_kind::None,
-                cause.into(),
-            ),
+        // The engine's one mapping of a decision to its kind, bucket, cause and status.
+        let outcome = d.outcome();
+        let kind = match (outcome.bucket(), outcome.cause()) {
+            (Some(_), _) => tg_decision_kind::Throttle,
+            (None, Some(_)) => tg_decision_kind::Unavailable,
+            (None, None) => tg_decision_kind::Admit,
         };
         tg_decision {
             kind,
-            http_status: d.http_status(),
-            bucket,
-            cause,
+            http_status: outcome.http_status(),
+            bucket: outcome.bucket().map_or(tg_bucket_kind::None, Into::into),
+            cause: outcome.cause().map_or(tg_cause::None, Into::into),
             retry_after_ms: d.retry_after().map_or(TG_RETRY_AFTER_NONE, millis_up),
             code,
         }
