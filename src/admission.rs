@@ -6,9 +6,10 @@ use core::future::Future;
 use std::sync::Arc;
 
 use crate::decision::Decision;
+use crate::decision::Remaining;
 use crate::engine::Verdict;
 use crate::identity::{Key, RouteClass};
-use crate::limiter::{Limiter, Remaining};
+use crate::limiter::Limiter;
 use crate::profile::Profile;
 
 /// An admission engine: resolve a route class once, then decide each request.

@@ -272,6 +272,16 @@ impl Outcome {
     }
 }
 
+/// One caller's tokens left, per bucket: what a backend can tell the caller about its own
+/// quota (the `RateLimit` header, where the profile opts in), never anyone else's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Remaining {
+    /// Whole tokens in the burst bucket.
+    pub burst: u64,
+    /// Whole tokens in the sustained bucket.
+    pub sustained: u64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

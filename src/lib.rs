@@ -55,10 +55,10 @@ pub mod __loom {
 pub use quanta;
 
 pub use admission::Admission;
-pub use decision::{BucketKind, CatalogEntry, Cause, Decision, Outcome};
+pub use decision::{BucketKind, CatalogEntry, Cause, Decision, Outcome, Remaining};
 pub use engine::Verdict;
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use limiter::{BuildError, Builder, Limiter, Remaining};
+pub use limiter::{BuildError, Builder, Limiter};
 pub use profile::{Profile, ProfileError};
 pub use published::{
     PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::bucket::{Limits, Tats};
 use crate::config::Config;
-use crate::decision::{Cause, Decision};
+use crate::decision::{Cause, Decision, Remaining};
 use crate::engine::{random_secret, Engine, ObserveOptions, Verdict};
 use crate::identity::{Digest, Key, RouteClass};
 use crate::profile::{Profile, ProfileError};
@@ -42,15 +42,6 @@ pub struct Limiter {
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
     epoch: u64,
-}
-
-/// One caller's tokens left, per bucket.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Remaining {
-    /// Whole tokens in the burst bucket.
-    pub burst: u64,
-    /// Whole tokens in the sustained bucket.
-    pub sustained: u64,
 }
 
 /// Builds a [`Limiter`]: `Limiter::builder(profile).clock(c).key_secret(s).build()`.

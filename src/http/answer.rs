@@ -7,7 +7,7 @@ use super::headers::{remaining_header, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID
 use super::problem::{Problem, PROBLEM_JSON};
 use super::request_id::RequestId;
 use crate::decision::Decision;
-use crate::limiter::Remaining;
+use crate::decision::Remaining;
 use crate::profile::Profile;
 
 /// What a response says about one request's rate limiting: the decision, the profile, the

@@ -12,7 +12,7 @@ use core::time::Duration;
 use ::http::header::{HeaderName, HeaderValue};
 
 use crate::decision::BucketKind;
-use crate::limiter::Remaining;
+use crate::decision::Remaining;
 use crate::profile::{BucketLimit, RouteClassLimits};
 
 /// `X-Request-Id`: taken from the request when well-formed, echoed in the response and body.
