@@ -13,6 +13,10 @@ impl Profile {
     /// on Windows write it); positions count from after it, as editors show them.
     pub fn from_yaml(src: &str) -> Result<Profile, ProfileError> {
         let src = src.strip_prefix('\u{feff}').unwrap_or(src);
+        Profile::from_yaml_unstripped(src).map_err(ProfileError::shortened)
+    }
+
+    fn from_yaml_unstripped(src: &str) -> Result<Profile, ProfileError> {
         check_shape(src)?;
         let de = serde_yaml_ng::Deserializer::from_str(src);
         // The raw form, so that the checks across fields run here, where the source is at

@@ -218,3 +218,19 @@ fn b4_refused_reload_changes_nothing() {
     // SAFETY: from `tg_limiter_new_from_yaml`, freed once.
     unsafe { tg_limiter_free(l) };
 }
+
+/// A message quoting a huge value keeps its two ends: the value's start and what was expected.
+#[test]
+fn b4_messages_quoting_huge_values_are_shortened() {
+    let src = format!("{HEAD}mode: {}\n", "k".repeat(1 << 20));
+    let e = Profile::from_yaml(&src).unwrap_err();
+    let m = e.message();
+    assert!(m.len() <= 1024, "{} bytes", m.len());
+    assert!(m.starts_with("mode: unknown variant `kkk"), "{m}");
+    assert!(m.contains("bytes cut"), "{m}");
+    assert!(m.ends_with("expected `enforce` or `shadow`"), "{m}");
+    assert_eq!((e.line(), e.column()), (Some(7), Some(7)));
+    let short = format!("{HEAD}mode: {}\n", "é".repeat(600));
+    let e = Profile::from_yaml(&short).unwrap_err();
+    assert!(e.message().len() <= 1024 && e.message().contains("bytes cut"));
+}
