@@ -11,8 +11,11 @@
 //! collection `serde_yaml_ng` can see is one of those events, whether written in flow style
 //! (`[`, `{`) or in block style (indentation, `- - -`, `? `), and quoting, comments and block
 //! scalars have already been resolved by the parser itself, so nothing can be nesting to
-//! `serde_yaml_ng` and text to this guard. Aliases are followed too: an alias stands for its
-//! anchor's whole node, so the depth it adds and the nodes it repeats are those of that node.
+//! `serde_yaml_ng` and text to this guard. Aliases are followed too, resolved as
+//! `serde_yaml_ng` resolves them (to the node that last took the name, from that node's start):
+//! an alias stands for its anchor's whole node, so the depth it adds and the nodes it repeats
+//! are those of that node, and an alias inside the node it names (a node containing itself) is
+//! refused.
 //!
 //! The parser stops at the first collection deeper than [`MAX_PROFILE_NESTING`]; the depth
 //! bounds libyaml's per-token work (it walks its open flow levels for every token, which made
@@ -117,7 +120,8 @@ impl Drop for Parser<'_> {
 
 /// An open collection.
 struct Open {
-    anchor: Option<Vec<u8>>,
+    /// Its entry in `defs`, if it is anchored.
+    def: Option<usize>,
     /// Nodes in it so far, itself included, aliases expanded.
     nodes: u64,
     /// Its height so far (1: no collection inside), aliases expanded.
@@ -147,7 +151,11 @@ pub(super) fn check_shape(src: &str) -> Result<(), ProfileError> {
         ));
     };
     let mut open: Vec<Open> = Vec::new();
-    let mut anchors: HashMap<Vec<u8>, Anchored> = HashMap::new();
+    // As `serde_yaml_ng` resolves aliases: a name stands for the node that last took it, from
+    // that node's start event on (so an alias inside the node it names stands for that node,
+    // which is still open: `None`).
+    let mut anchors: HashMap<Vec<u8>, usize> = HashMap::new();
+    let mut defs: Vec<Option<Anchored>> = Vec::new();
     let mut repeated = 0u64;
     // Adds a finished node (of `nodes` nodes and `height`) to the collection holding it.
     let add = |open: &mut Vec<Open>, nodes: u64, height: usize| {
@@ -166,44 +174,53 @@ pub(super) fn check_shape(src: &str) -> Result<(), ProfileError> {
                         ev.at,
                     ));
                 }
+                let def = ev.anchor.map(|a| {
+                    defs.push(None);
+                    anchors.insert(a, defs.len() - 1);
+                    defs.len() - 1
+                });
                 open.push(Open {
-                    anchor: ev.anchor,
+                    def,
                     nodes: 1,
                     height: 1,
                 });
             }
             unsafe_libyaml::YAML_SEQUENCE_END_EVENT | unsafe_libyaml::YAML_MAPPING_END_EVENT => {
                 let Some(done) = open.pop() else { break };
-                if let Some(a) = done.anchor {
-                    let node = Anchored {
+                if let Some(d) = done.def {
+                    defs[d] = Some(Anchored {
                         nodes: done.nodes,
                         height: done.height,
-                    };
-                    anchors.insert(a, node);
+                    });
                 }
                 add(&mut open, done.nodes, done.height);
             }
             unsafe_libyaml::YAML_SCALAR_EVENT => {
                 if let Some(a) = ev.anchor {
-                    anchors.insert(
-                        a,
-                        Anchored {
-                            nodes: 1,
-                            height: 0,
-                        },
-                    );
+                    defs.push(Some(Anchored {
+                        nodes: 1,
+                        height: 0,
+                    }));
+                    anchors.insert(a, defs.len() - 1);
                 }
                 add(&mut open, 1, 0);
             }
             unsafe_libyaml::YAML_ALIAS_EVENT => {
                 // An unknown anchor is the deserializer's error to report; count it as one.
-                let node = ev
-                    .anchor
-                    .and_then(|a| anchors.get(&a).copied())
-                    .unwrap_or(Anchored {
+                let node = match ev.anchor.and_then(|a| anchors.get(&a).copied()) {
+                    None => Anchored {
                         nodes: 1,
                         height: 0,
-                    });
+                    },
+                    Some(d) => defs[d].ok_or_else(|| {
+                        refuse(
+                            "an alias inside the node it names (that node would contain \
+                             itself)"
+                                .into(),
+                            ev.at,
+                        )
+                    })?,
+                };
                 if open.len() + node.height > MAX_PROFILE_NESTING {
                     return Err(refuse(
                         format!(

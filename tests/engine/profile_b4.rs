@@ -72,6 +72,19 @@ fn b4_nesting_through_aliases_is_refused() {
 }
 
 #[test]
+fn b4_an_alias_inside_its_own_node_is_refused() {
+    let e = refused_at(
+        &format!("{HEAD}routes: &a [*a, *a]\n"),
+        "an alias inside the node it names",
+        (7, 13),
+    );
+    assert!(e.to_string().contains("line 7 column 13"), "{e}");
+    // The name is the node's from its start: a later node may take it again.
+    let src = format!("{HEAD}routes:\n  - &a {{method: GET, path: /, class: c}}\n  - *a\n");
+    assert_eq!(Profile::from_yaml(&src).unwrap().routes.len(), 2);
+}
+
+#[test]
 fn b4_alias_bomb_is_refused() {
     let start = Instant::now();
     let e = Profile::from_yaml(&inputs::alias_bomb()).unwrap_err();
