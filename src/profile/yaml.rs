@@ -1,6 +1,7 @@
 //! Reading a profile from YAML: the size and nesting guard, parsing, and the positions
 //! (line and column) that point users at the offending value.
 
+use std::io::Read;
 use std::path::Path;
 
 use super::error::{watching_values, ProfileError, ProfileErrorKind};
@@ -60,11 +61,27 @@ impl Profile {
         Ok(profile)
     }
 
-    /// Reads, parses and validates a profile file. Errors name the file.
+    /// Reads, parses and validates a profile file. Errors name the file. At most one byte
+    /// more than [`MAX_PROFILE_BYTES`] is read: a larger file is refused unread.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Profile, ProfileError> {
         let path = path.as_ref();
-        let src = std::fs::read_to_string(path)
-            .map_err(|e| ProfileError::io(format!("cannot read {}: {e}", path.display()), e))?;
+        let cannot_read =
+            |e: std::io::Error| ProfileError::io(format!("cannot read {}: {e}", path.display()), e);
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_PROFILE_BYTES as u64 + 1).read_to_end(&mut bytes))
+            .map_err(cannot_read)?;
+        if bytes.len() > MAX_PROFILE_BYTES {
+            return Err(ProfileError::new(
+                ProfileErrorKind::Syntax,
+                format!(
+                    "{}: the profile is more than the {MAX_PROFILE_BYTES} bytes allowed",
+                    path.display()
+                ),
+            ));
+        }
+        let src = String::from_utf8(bytes)
+            .map_err(|e| cannot_read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         Profile::from_yaml(&src).map_err(|e| {
             let message = format!("{}: {}", path.display(), e.message());
             e.with_message(message)

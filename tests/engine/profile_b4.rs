@@ -247,3 +247,33 @@ fn b4_messages_quoting_huge_values_are_shortened() {
     let e = Profile::from_yaml(&short).unwrap_err();
     assert!(e.message().len() <= 1024 && e.message().contains("bytes cut"));
 }
+
+/// A profile file over the limit is refused after reading one byte more than the limit.
+#[test]
+fn b4_oversized_profile_files_are_refused_unread() {
+    use tollgate::profile::MAX_PROFILE_BYTES;
+    let dir = std::env::temp_dir().join(format!("tollgate-b4-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let p = dir.join("big.yaml");
+    let f = std::fs::File::create(&p).unwrap();
+    f.set_len(8 * MAX_PROFILE_BYTES as u64).unwrap();
+    let e = Profile::from_path(&p).unwrap_err();
+    assert_eq!(e.kind(), ProfileErrorKind::Syntax);
+    assert!(e.message().contains("big.yaml"), "{e}");
+    assert!(
+        e.message().contains("more than the 4194304 bytes allowed"),
+        "{e}"
+    );
+    let e = Profile::from_path("/dev/zero").unwrap_err();
+    assert!(
+        e.message().contains("more than the 4194304 bytes allowed"),
+        "{e}"
+    );
+    // Exactly the limit is read and parsed.
+    let mut src = format!("{HEAD}#");
+    src.push_str(&"x".repeat(MAX_PROFILE_BYTES - src.len() - 1));
+    src.push('\n');
+    std::fs::write(&p, &src).unwrap();
+    assert!(Profile::from_path(&p).is_ok());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
