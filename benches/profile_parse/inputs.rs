@@ -112,6 +112,25 @@ pub fn adversarial(size: usize) -> Vec<(&'static str, String)> {
             s.push_str("]\n");
             s
         }),
+        // Refusals found after parsing, whose position is searched for in the source.
+        (
+            "unknown_class_at_the_end",
+            fill(
+                &format!("{HEAD}routes:\n"),
+                "  - {method: GET, path: /, class: c}\n",
+                "  - {method: GET, path: /, class: nope}\n",
+                size,
+            ),
+        ),
+        (
+            "bad_value_at_the_end",
+            fill(
+                &format!("{HEAD}routes:\n"),
+                "  - {method: GET, path: /, class: c}\n",
+                "retry_after: { max: 0s }\n",
+                size,
+            ),
+        ),
     ];
     v.push(("alias_bomb", alias_bomb()));
     v.retain(|(_, s)| s.len() <= size.max(alias_bomb().len()));
