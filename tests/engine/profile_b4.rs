@@ -277,3 +277,106 @@ fn b4_oversized_profile_files_are_refused_unread() {
     assert!(Profile::from_path(&p).is_ok());
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+mod agrees_with_the_parser {
+    //! The guard counts what the parser builds: on generated sources mixing the tricks that
+    //! hid nesting from the old text scan (quotes with escapes, `#` in and out of comments,
+    //! block scalars, plain scalars with `'`, flow and block collections, aliases), a source
+    //! that `serde_yaml_ng` reads as a value nested more than 32 deep is refused for its depth,
+    //! and one nested at most 32 deep is not.
+
+    use proptest::prelude::*;
+    use serde_yaml_ng::Value;
+    use tollgate::Profile;
+
+    /// Nesting of the value, aliases expanded (as the deserializer replays them).
+    fn depth(v: &Value) -> usize {
+        match v {
+            Value::Sequence(s) => 1 + s.iter().map(depth).max().unwrap_or(0),
+            Value::Mapping(m) => {
+                1 + m
+                    .iter()
+                    .map(|(k, v)| depth(k).max(depth(v)))
+                    .max()
+                    .unwrap_or(0)
+            }
+            Value::Tagged(t) => depth(&t.value),
+            _ => 0,
+        }
+    }
+
+    /// Lines that precede the nesting, each a trap for a text scan.
+    const TRAPS: &[&str] = &[
+        "name: Bob's\n",
+        "q: 'it''s [{'\n",
+        "d: \"a\\\"[{ #\"\n",
+        "h: a#b [\n",
+        "c: x # ' \" [ {\n",
+        "# ' \" [[[ {{{\n",
+        "b: |\n  [[[ {{{ '\n  \"\n",
+        "f: >-\n  ]]] }}}\n",
+        "p: a'b\n  'c [\n",
+        "e: ]]]\n",
+        "t: !!str '['\n",
+        "a: &a [[[x]]]\n",
+    ];
+
+    /// The nesting itself: flow sequences and mappings, block sequences, maybe an alias.
+    fn nesting() -> impl Strategy<Value = String> {
+        (
+            prop::collection::vec(0u8..3, 1..40),
+            prop::collection::vec(0u8..4, 0..12),
+            any::<bool>(),
+        )
+            .prop_map(|(kinds, blocks, alias)| {
+                let mut s = String::from("n: ");
+                for _ in &blocks {
+                    s.push_str("\n  - ");
+                }
+                let mut close = String::new();
+                for k in &kinds {
+                    match k {
+                        0 => {
+                            s.push('[');
+                            close.insert(0, ']');
+                        }
+                        1 => {
+                            s.push_str("{k: ");
+                            close.insert(0, '}');
+                        }
+                        _ => {
+                            s.push_str("[a#b, 'x]', \"y}\", ");
+                            close.insert(0, ']');
+                        }
+                    }
+                }
+                s.push_str(if alias { "*a" } else { "z" });
+                s.push_str(&close);
+                s.push('\n');
+                s
+            })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        #[test]
+        fn refused_for_depth_exactly_when_nested_more_than_32(
+            traps in prop::collection::vec(0..TRAPS.len(), 0..5),
+            body in nesting(),
+        ) {
+            let mut src = String::from("a: &a [[[x]]]\n");
+            for t in traps {
+                src.push_str(TRAPS[t]);
+            }
+            src.push_str(&body);
+            let Ok(value) = serde_yaml_ng::from_str::<Value>(&src) else {
+                // Not YAML (a repeated key, say): nothing to compare.
+                return Ok(());
+            };
+            let deep = depth(&value) > 32;
+            let refused_for_depth = Profile::from_yaml(&src)
+                .is_err_and(|e| e.message().contains("nested more than 32 deep"));
+            prop_assert_eq!(refused_for_depth, deep, "depth {} of\n{}", depth(&value), src);
+        }
+    }
+}
