@@ -22,6 +22,9 @@ pub enum ProfileErrorKind {
     Reload,
 }
 
+/// The longest message of a profile error from parsing, in bytes.
+const MAX_MESSAGE_LEN: usize = 1024;
+
 /// Why a profile was refused: its kind, a message naming the field, and the position where
 /// the YAML parser knows it.
 #[derive(Clone, Debug)]
@@ -65,6 +68,32 @@ impl ProfileError {
     pub(super) fn at(mut self, pos: Option<(usize, usize)>) -> Self {
         self.line = pos.map(|p| p.0);
         self.column = pos.map(|p| p.1);
+        self
+    }
+
+    /// The message with its middle cut out when longer than [`MAX_MESSAGE_LEN`] bytes: a
+    /// message quoting a 4 MiB key says no more than one quoting its ends, and both ends
+    /// matter (the value, then what was expected).
+    pub(super) fn shortened(mut self) -> Self {
+        let m = &self.message;
+        if m.len() > MAX_MESSAGE_LEN {
+            let keep = MAX_MESSAGE_LEN / 2 - 32;
+            // Character boundaries at or below `keep`, at or above `len - keep` (0 and `len`
+            // are boundaries).
+            let head = (0..=keep)
+                .rev()
+                .find(|&i| m.is_char_boundary(i))
+                .unwrap_or(0);
+            let tail = (m.len() - keep..=m.len())
+                .find(|&i| m.is_char_boundary(i))
+                .unwrap_or(m.len());
+            self.message = format!(
+                "{}[… {} bytes cut …]{}",
+                &m[..head],
+                tail - head,
+                &m[tail..]
+            );
+        }
         self
     }
 

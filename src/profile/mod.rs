@@ -27,6 +27,7 @@ mod ordered_map;
 mod period;
 mod scalars;
 mod schema;
+mod shape;
 mod validate;
 mod yaml;
 
@@ -41,4 +42,5 @@ pub use schema::{
     Anonymous, BucketLimit, Catalog, CatalogCode, CatalogEntry, ErrorBudget, Identities, Mode,
     Profile, RetryAfterPolicy, Route, RouteClassLimits, SharedCapacity, Store, TenantPolicy,
 };
-pub use yaml::{MAX_PROFILE_BYTES, MAX_PROFILE_NESTING};
+pub use shape::{MAX_PROFILE_ALIAS_NODES, MAX_PROFILE_NESTING};
+pub use yaml::MAX_PROFILE_BYTES;

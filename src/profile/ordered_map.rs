@@ -2,6 +2,7 @@
 //! profile lists them, with valid, distinct names.
 
 use core::fmt;
+use std::collections::HashSet;
 
 use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -39,13 +40,9 @@ impl<V> OrderedMap<V> {
     }
 
     fn check_new_name(&self, name: &str) -> Result<(), ProfileError> {
-        if name.is_empty() || name.len() > MAX_NAME_LEN {
-            return Err(ProfileError::invalid(format!(
-                "invalid name {name:?}, expected 1 to {MAX_NAME_LEN} bytes"
-            )));
-        }
+        check_name(name)?;
         if self.get(name).is_some() {
-            return Err(ProfileError::invalid(format!("duplicate name {name:?}")));
+            return Err(duplicate(name));
         }
         Ok(())
     }
@@ -86,6 +83,20 @@ impl<V> OrderedMap<V> {
     }
 }
 
+/// A name of 1 to [`MAX_NAME_LEN`] bytes.
+fn check_name(name: &str) -> Result<(), ProfileError> {
+    if name.is_empty() || name.len() > MAX_NAME_LEN {
+        return Err(ProfileError::invalid(format!(
+            "invalid name {name:?}, expected 1 to {MAX_NAME_LEN} bytes"
+        )));
+    }
+    Ok(())
+}
+
+fn duplicate(name: &str) -> ProfileError {
+    ProfileError::invalid(format!("duplicate name {name:?}"))
+}
+
 impl<V: Serialize> Serialize for OrderedMap<V> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.collect_map(self.0.iter().map(|(k, v)| (k, v)))
@@ -102,11 +113,18 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
                 let mut out = OrderedMap::new();
+                // The names so far, hashed: `check_new_name` searches the list, which made a
+                // mapping of many names quadratic (B4).
+                let mut seen = HashSet::new();
                 while let Some(k) = m.next_key::<String>()? {
                     // The name is checked before its value is read, so that an error names
                     // the key, not something inside its value.
-                    out.check_new_name(&k).map_err(value_error)?;
+                    check_name(&k).map_err(value_error)?;
+                    if seen.contains(k.as_str()) {
+                        return Err(value_error(duplicate(&k)));
+                    }
                     let v = m.next_value()?;
+                    seen.insert(k.clone());
                     out.0.push((k, v));
                 }
                 Ok(out)

@@ -1,6 +1,7 @@
 //! Reading a profile from YAML: the size and nesting guard, parsing, and the positions
 //! (line and column) that point users at the offending value.
 
+use std::io::Read;
 use std::path::Path;
 
 use super::error::{watching_values, ProfileError, ProfileErrorKind};
@@ -8,7 +9,15 @@ use super::schema::{Profile, RawProfile};
 
 impl Profile {
     /// Parses and validates a profile.
+    ///
+    /// A UTF-8 byte-order mark at the start is skipped (YAML allows one there, and editors
+    /// on Windows write it); positions count from after it, as editors show them.
     pub fn from_yaml(src: &str) -> Result<Profile, ProfileError> {
+        let src = src.strip_prefix('\u{feff}').unwrap_or(src);
+        Profile::from_yaml_unstripped(src).map_err(ProfileError::shortened)
+    }
+
+    fn from_yaml_unstripped(src: &str) -> Result<Profile, ProfileError> {
         check_shape(src)?;
         let de = serde_yaml_ng::Deserializer::from_str(src);
         // The raw form, so that the checks across fields run here, where the source is at
@@ -52,11 +61,27 @@ impl Profile {
         Ok(profile)
     }
 
-    /// Reads, parses and validates a profile file. Errors name the file.
+    /// Reads, parses and validates a profile file. Errors name the file. At most one byte
+    /// more than [`MAX_PROFILE_BYTES`] is read: a larger file is refused unread.
     pub fn from_path(path: impl AsRef<Path>) -> Result<Profile, ProfileError> {
         let path = path.as_ref();
-        let src = std::fs::read_to_string(path)
-            .map_err(|e| ProfileError::io(format!("cannot read {}: {e}", path.display()), e))?;
+        let cannot_read =
+            |e: std::io::Error| ProfileError::io(format!("cannot read {}: {e}", path.display()), e);
+        let mut bytes = Vec::new();
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_PROFILE_BYTES as u64 + 1).read_to_end(&mut bytes))
+            .map_err(cannot_read)?;
+        if bytes.len() > MAX_PROFILE_BYTES {
+            return Err(ProfileError::new(
+                ProfileErrorKind::Syntax,
+                format!(
+                    "{}: the profile is more than the {MAX_PROFILE_BYTES} bytes allowed",
+                    path.display()
+                ),
+            ));
+        }
+        let src = String::from_utf8(bytes)
+            .map_err(|e| cannot_read(std::io::Error::new(std::io::ErrorKind::InvalidData, e)))?;
         Profile::from_yaml(&src).map_err(|e| {
             let message = format!("{}: {}", path.display(), e.message());
             e.with_message(message)
@@ -66,12 +91,11 @@ impl Profile {
 
 /// The largest profile source, in bytes.
 pub const MAX_PROFILE_BYTES: usize = 4 << 20;
-/// The deepest nesting of flow collections (`[`, `{`) a profile may have; the reference
-/// profile nests three deep.
-pub const MAX_PROFILE_NESTING: usize = 32;
 
-/// Refuses, before the YAML parser sees it, a source too large or nested too deep: the parser
-/// takes time quadratic in the nesting depth (64 KiB of `{a: ` took seconds).
+/// Refuses, before anything is deserialized, a source too large, nested too deep or whose
+/// aliases repeat too much ([`shape::check_shape`](super::shape), which says why nothing can
+/// hide from it): libyaml takes time quadratic in the flow-nesting depth (64 KiB of `{a: ` took
+/// seconds), and an alias replays its anchor's whole node.
 fn check_shape(src: &str) -> Result<(), ProfileError> {
     if src.len() > MAX_PROFILE_BYTES {
         return Err(ProfileError::new(
@@ -82,30 +106,7 @@ fn check_shape(src: &str) -> Result<(), ProfileError> {
             ),
         ));
     }
-    let (mut depth, mut quote) = (0usize, None);
-    for (ln, line) in src.lines().enumerate() {
-        for (col, c) in line.char_indices() {
-            match (quote, c) {
-                (Some(q), c) if c == q => quote = None,
-                (Some(_), _) => {}
-                (None, '"' | '\'') => quote = Some(c),
-                (None, '#') => break,
-                (None, '[' | '{') => {
-                    depth += 1;
-                    if depth > MAX_PROFILE_NESTING {
-                        return Err(ProfileError::new(
-                            ProfileErrorKind::Syntax,
-                            format!("collections nested more than {MAX_PROFILE_NESTING} deep"),
-                        )
-                        .at(Some((ln + 1, col + 1))));
-                    }
-                }
-                (None, ']' | '}') => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-        }
-    }
-    Ok(())
+    super::shape::check_shape(src)
 }
 
 /// serde_yaml_ng reports a bad scalar at the mapping that holds it; the value of `key` at or

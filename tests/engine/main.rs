@@ -8,6 +8,7 @@ mod key_flood;
 mod limiter;
 mod model;
 mod profile;
+mod profile_b4;
 mod profile_valid;
 mod stress;
 mod telemetry;
