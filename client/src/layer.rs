@@ -11,8 +11,11 @@ use http::{HeaderValue, Request, Response};
 use tower::{Layer, Service};
 
 use super::budget::RetryBudget;
+use super::call::{Call, IdempotencyKey};
 use super::classify::{is_idempotent, send_state_from_io, SendState, TransportError};
-use super::policy::{execute, Call, GiveUp, IdempotencyKey, RetryError, RetryPolicy};
+use super::execute::execute;
+use super::give_up::{GiveUp, Last, RetryError};
+use super::policy::RetryPolicy;
 
 /// The `Idempotency-Key` header (IETF httpapi draft), lower-case as HTTP/2 wants it.
 pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
@@ -185,7 +188,7 @@ where
             match result {
                 Ok(resp) => Ok(resp),
                 Err(err) => match err.last {
-                    Some(super::policy::Last::Response(mut resp)) => {
+                    Some(Last::Response(mut resp)) => {
                         resp.extensions_mut().insert::<GiveUp>(err.reason);
                         Ok(resp)
                     }

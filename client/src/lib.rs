@@ -56,8 +56,11 @@
 
 mod backoff;
 mod budget;
+mod call;
 mod classify;
 mod clock;
+mod execute;
+mod give_up;
 mod layer;
 mod policy;
 mod retry_after;
@@ -65,16 +68,16 @@ mod stats;
 
 pub use backoff::{Backoff, Delays, Jitter};
 pub use budget::RetryBudget;
+pub use call::{new_idempotency_key, Attempt, Call, IdempotencyKey};
 pub use classify::{
     is_idempotent, send_state_from_io, Classification, Classifier, ResponseMeta, SendState,
     TransportError,
 };
 pub use clock::{Clock, ManualClock, Sleep, TokioClock};
+pub use execute::execute;
+pub use give_up::{GiveUp, Last, RetryError};
 pub use layer::{IoSendState, RetryFuture, RetryLayer, RetryService, SendStateOf, IDEMPOTENCY_KEY};
-pub use policy::{
-    execute, new_idempotency_key, Attempt, Call, GiveUp, IdempotencyKey, Last, RetryError,
-    RetryPolicy,
-};
+pub use policy::RetryPolicy;
 pub use retry_after::{parse_retry_after, MAX_RETRY_AFTER};
 pub use stats::{ClientStats, ClientStatsSnapshot};
 

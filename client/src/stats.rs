@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Duration;
 
-use super::policy::GiveUp;
+use super::give_up::GiveUp;
 use super::saturating_nanos as nanos;
 
 /// Live counters of one client; share it with `Arc` and read it with [`ClientStats::snapshot`].
