@@ -38,8 +38,8 @@ async fn with_timeout<F: Future>(
 
 /// Runs one logical request: calls `op` for each attempt until success or a reason to stop.
 ///
-/// Per attempt: classify the outcome ([`Classifier`](crate::Classifier), the method and the key of `call`); on a
-/// retryable one, wait for the server's Retry-After plus jitter, or the backoff; but stop at once,
+/// Per attempt: classify the outcome ([`Classifier`](crate::Classifier), the method and the key
+/// of `call`); on a retryable one, wait for the server's Retry-After plus jitter, or the backoff; but stop at once,
 /// without sleeping, if attempts are used up, the wait is above `max_wait`
 /// ([`GiveUp::WaitTooLong`]), the wait would reach the deadline ([`GiveUp::Deadline`]), or the
 /// shared `budget` has no retry left ([`GiveUp::Budget`]). A server-requested wait is a retry
