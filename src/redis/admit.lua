@@ -16,8 +16,8 @@
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Every value here is an
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are
--- at most 366 days plus 2^32 us (3.2e13), a TAT at most now + tau, a window end at most
--- now + window, counts at most 2^24. Sums, differences and comparisons of such integers are
+-- at most 366 days plus 2^32 us (3.2e13), a TAT at most now + the largest tau of the profiles
+-- that charged it, a window end at most now + window, counts at most 2^24. Sums, differences and comparisons of such integers are
 -- exact, and so is math.fmod (the window's start). The one inexact division turns an expiry
 -- into whole milliseconds, rounded up by one and padded by the margin: it decides nothing.
 -- Integers are written back with '%.0f', which prints them whole (tostring would cut them to
@@ -47,20 +47,18 @@ local function store(key, a, b, expires_at)
   redis.call('SET', key, string.format('%.0f:%.0f', a, b), 'PX', string.format('%.0f', ms))
 end
 
--- Both buckets (GCRA). A missing key is a full bucket (TAT = now). Clamp to the current tau: a
--- no-op under unchanged limits, "empty" for what a reloaded, smaller bucket cannot owe.
+-- Both buckets (GCRA). A missing key is a full bucket (TAT = now). The stored TATs are used as
+-- they are, after a reload too (no clamp): a debt carries over in full and nothing a refusal
+-- sees is ever written, so no sequence of reloads grants a token twice.
 local rb, rs = pair(KEYS[1])
-local tb = math.min(rb or now, now + btau)
-local ts = math.min(rs or now, now + stau)
+local tb = rb or now
+local ts = rs or now
 local nb = math.max(tb, now) + bt
 local ns = math.max(ts, now) + st
 local wb = nb - (now + btau)
 local ws = ns - (now + stau)
 if wb > 0 or ws > 0 then
-  -- Nothing is charged. Only a clamp after a reload is written down (as the embedded table does).
-  if write and rb and (rb ~= tb or rs ~= ts) then
-    store(KEYS[1], tb, ts, math.max(tb, ts))
-  end
+  -- Nothing is charged, nothing is written.
   -- The longest wait; a tie names the sustained bucket.
   if wb > ws then
     return { 1, wb, now }

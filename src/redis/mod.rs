@@ -167,8 +167,8 @@ impl RedisLimiter {
     }
 
     /// Swaps in a new profile for this worker, as [`Limiter::reload`] does (the same refusals).
-    /// The state in Redis stays: each bucket's TATs are clamped to the new sizes as they are
-    /// used. Every worker must reload the same profile; until then each decides with its own.
+    /// The state in Redis stays, each bucket's TATs exactly as they are (the rule and bound of
+    /// [`Limiter::reload`]: a debt carries over in full, none is forgiven). Every worker must reload the same profile; until then each decides with its own.
     /// Clears the deny cache (the new limits may refill sooner).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
         self.engine.reload(profile)?;

@@ -9,5 +9,6 @@ mod limiter;
 mod model;
 mod profile;
 mod profile_valid;
+mod reload;
 mod stress;
 mod telemetry;
