@@ -9,10 +9,12 @@
 -- ARGV[6]  capacity window (us), "0" for no shared capacity
 -- ARGV[7]  slots per shard per window          ARGV[8]  the tenant's cap of those slots
 -- ARGV[9]  extra milliseconds a key lives after it stops mattering
+-- ARGV[10] deadline (us since the Unix epoch, the server's clock): a charging call that runs
+--          later charges nothing, its caller has already given up; "0" for none
 --
 -- Returns { outcome, wait_us, now_us }: outcome is tollgate's `Outcome::index` (0 admit,
--- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full); wait_us the
--- exact wait (0 for admit).
+-- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full) or 255
+-- (expired: past the deadline, nothing read or written); wait_us the exact wait (0 for admit).
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Every value here is an
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are
@@ -29,6 +31,13 @@ local write = ARGV[1] == '1'
 local bt, btau = tonumber(ARGV[2]), tonumber(ARGV[3])
 local st, stau = tonumber(ARGV[4]), tonumber(ARGV[5])
 local margin = tonumber(ARGV[9])
+local deadline = tonumber(ARGV[10])
+
+-- A call queued behind a stalled server (or a slow script) whose caller timed out: charge
+-- nothing, neither buckets nor shared counts.
+if write and deadline > 0 and now > deadline then
+  return { 255, 0, now }
+end
 
 local function pair(key)
   local v = redis.call('GET', key)
