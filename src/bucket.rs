@@ -14,7 +14,8 @@ use core::time::Duration;
 use crate::decision::{BucketKind, Decision};
 
 // The bounds the profile's scalars enforce. Times are kept as 60-bit nanoseconds (see
-// `table`), and a TAT never runs more than one `tau` ahead of the clock.
+// `table`), and a TAT never runs more than one `tau` (of the profile that charged it, at most
+// `MAX_PERIOD_NANOS` plus one token's rounding) ahead of the clock.
 use crate::profile::{MAX_PERIOD_NANOS, MAX_TOKENS};
 
 /// One bucket's rate, in the integers the hot path uses.
@@ -107,32 +108,6 @@ impl Short {
 }
 
 impl Limits {
-    /// One admit against the TATs stored for an identity: the TATs to write if it fits, else
-    /// the shortfall and, after a reload shrank a bucket, the clamped TATs to write down (the
-    /// only write a refused request can cause; `None` under unchanged limits).
-    ///
-    /// The clamp is written at a fresh clock reading (`fresh_now`, read only when the stale
-    /// `now` would have changed something): `now` may predate a concurrent admit that left a
-    /// TAT up to `tau` past *its* clock, and clamping to the stale `now` would erase that debt,
-    /// handing its token back (loom: `stale_clock_reading_never_returns_credit`).
-    #[inline]
-    pub(crate) fn admit(
-        self,
-        stored: Tats,
-        now: u64,
-        fresh_now: impl FnOnce() -> u64,
-    ) -> Result<Tats, (Short, Option<Tats>)> {
-        let tats_now = self.clamp(stored, now);
-        match self.charge(tats_now, now) {
-            Ok(next) => Ok(next),
-            Err(short) if tats_now == stored => Err((short, None)),
-            Err(short) => {
-                let clamped = self.clamp(stored, fresh_now().max(now));
-                Err((short, (clamped != stored).then_some(clamped)))
-            }
-        }
-    }
-
     /// Gives back the token an admit took (when shared capacity then refused). Exact: the
     /// charge moved each TAT to `max(tat, now) + t` and this moves it back by `t`; charges by
     /// other requests in between commute with it.
@@ -141,17 +116,6 @@ impl Limits {
         Tats {
             burst: tats.burst.saturating_sub(self.burst.t),
             sustained: tats.sustained.saturating_sub(self.sustained.t),
-        }
-    }
-
-    /// Caps each bucket's debt at its size. A no-op under unchanged limits (a TAT never runs
-    /// more than `tau` ahead of the clock); after a reload that shrank a bucket it turns what
-    /// is owed beyond the new size into "empty", so tokens carry over clamped to the new capacity.
-    #[inline]
-    pub(crate) fn clamp(self, tats: Tats, now: u64) -> Tats {
-        Tats {
-            burst: tats.burst.min(now + self.burst.tau),
-            sustained: tats.sustained.min(now + self.sustained.tau),
         }
     }
 

@@ -203,12 +203,10 @@ impl Limiter {
         let (digest, tenant) = self.engine.hasher.digests(key);
         let now = self.nanos_since_epoch(raw);
         let charged = self.table.update(digest, now, |stored| {
-            // Nothing is charged on a refusal; only a debt beyond a reloaded, smaller bucket
-            // is written down (see `Limits::admit` for why at a fresh clock reading).
-            match limits.admit(stored, now, || self.now()) {
+            // A refusal writes nothing, after a reload too: the stored TATs are kept as they are.
+            match limits.charge(stored, now) {
                 Ok(next) => Apply::Write(next, Decision::Admit),
-                Err((short, None)) => Apply::Keep(short.throttle()),
-                Err((short, Some(clamped))) => Apply::Write(clamped, short.throttle()),
+                Err(short) => Apply::Keep(short.throttle()),
             }
         });
         let computed = match charged {
@@ -240,7 +238,7 @@ impl Limiter {
         let now = self.now();
         let (digest, tenant) = self.engine.hasher.digests(key);
         let tats = self.table.peek(digest, now).unwrap_or(Tats::full(now));
-        let computed = match class.limits.charge(class.limits.clamp(tats, now), now) {
+        let computed = match class.limits.charge(tats, now) {
             Err(short) => short.throttle(),
             Ok(_) => match &cfg.capacity {
                 None => Decision::Admit,
@@ -254,10 +252,21 @@ impl Limiter {
     }
 
     /// Swaps in a new profile without losing any bucket state. The new limits apply from the
-    /// next decision; what carries over is each bucket's time to refill, capped at the new
-    /// bucket's size ("clamp to the new capacity": a full bucket stays full, one that owed more
-    /// than the new bucket holds is empty, and refills at the new rate). Shard counts in the
-    /// current window carry over unless the number of shards or the window changes.
+    /// next decision; each bucket's state (the instant it is full again) is kept exactly as it
+    /// is, with no clamp: a full bucket stays full, and a debt carries over in full. A caller
+    /// who emptied a large bucket waits that debt out under a smaller one (`Retry-After` says
+    /// exactly how long) instead of having it forgiven, so no sequence of reloads hands out a
+    /// token twice. Shard counts in the current window carry over unless the number of shards
+    /// or the window changes.
+    ///
+    /// The bound, over any interval `[t0, t1]` and any reloads in it: each admission costs its
+    /// bucket's emission interval `t = ceil(per / tokens)` under the profile that decided it,
+    /// and those costs add up to at most `(t1 - t0) + tau_max`, `tau_max` the largest bucket
+    /// (`t * tokens`) among the profiles that decided them. Profiles with the same rate
+    /// (100/1s and 200/2s) thus admit at most `tokens_max + (t1 - t0) * rate` between them,
+    /// what the larger alone would; when the rates differ, debt is counted in time, not tokens
+    /// (100 admissions under 100/1s owe 1 s, which 100/2s counts as 50 tokens).
+    ///
     ///
     /// Refused, with the old profile left in force: a profile that drops a route class (callers
     /// may hold its handle), changes `identities.capacity` (the table is allocated once: build a
@@ -301,7 +310,6 @@ impl Limiter {
             .table
             .peek(self.engine.hasher.digests(key).0, now)
             .unwrap_or(Tats::full(now));
-        let tats = limits.clamp(tats, now);
         Remaining {
             burst: limits.burst.remaining(tats.burst, now),
             sustained: limits.sustained.remaining(tats.sustained, now),

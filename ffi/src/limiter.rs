@@ -181,7 +181,7 @@ pub unsafe extern "C" fn tg_admit_anonymous(
 /// the old profile left in force, when the new one is invalid (`TG_RESULT_INVALID_PROFILE`) or
 /// removes a route class, or changes `identities.capacity` or the `anonymous` prefixes
 /// (`TG_RESULT_RELOAD_REFUSED`). Class numbers from `tg_route_class` stay valid; a class the new
-/// profile adds gets the next number. Each bucket keeps its state, clamped to the new size.
+/// profile adds gets the next number. Each bucket keeps its state exactly (a debt carries over in full).
 ///
 /// # Safety
 /// `limiter` is NULL or a live limiter; `yaml` is valid for reads of `len` bytes.

@@ -127,6 +127,8 @@ fn reclaim_races_an_admit_of_the_old_identity() {
 /// admission at 1 s, the word's TAT is 2 s, a full bucket ahead of `a`'s stale `now`; clamping
 /// it to `now + tau` (the reload clamp) and writing that down would erase a token of debt and
 /// let a third admission through by 1 s. At most `1 + floor(1 s / 1 s) = 2` are admitted.
+/// (The reload clamp is gone and a refusal writes nothing; the model stays, checking that it
+/// stays so.)
 ///
 /// (The clock is quanta's mock, a std atomic: loom does not preempt at the clock read itself,
 /// but it does between the read and the table's loads and CASes, which is the race.)

@@ -9,15 +9,17 @@
 -- ARGV[6]  capacity window (us), "0" for no shared capacity
 -- ARGV[7]  slots per shard per window          ARGV[8]  the tenant's cap of those slots
 -- ARGV[9]  extra milliseconds a key lives after it stops mattering
+-- ARGV[10] deadline (us since the Unix epoch, the server's clock): a charging call that runs
+--          later charges nothing, its caller has already given up; "0" for none
 --
 -- Returns { outcome, wait_us, now_us }: outcome is tollgate's `Outcome::index` (0 admit,
--- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full); wait_us the
--- exact wait (0 for admit).
+-- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full) or 255
+-- (expired: past the deadline, nothing read or written); wait_us the exact wait (0 for admit).
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Every value here is an
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are
--- at most 366 days plus 2^32 us (3.2e13), a TAT at most now + tau, a window end at most
--- now + window, counts at most 2^24. Sums, differences and comparisons of such integers are
+-- at most 366 days plus 2^32 us (3.2e13), a TAT at most now + the largest tau of the profiles
+-- that charged it, a window end at most now + window, counts at most 2^24. Sums, differences and comparisons of such integers are
 -- exact, and so is math.fmod (the window's start). The one inexact division turns an expiry
 -- into whole milliseconds, rounded up by one and padded by the margin: it decides nothing.
 -- Integers are written back with '%.0f', which prints them whole (tostring would cut them to
@@ -29,6 +31,13 @@ local write = ARGV[1] == '1'
 local bt, btau = tonumber(ARGV[2]), tonumber(ARGV[3])
 local st, stau = tonumber(ARGV[4]), tonumber(ARGV[5])
 local margin = tonumber(ARGV[9])
+local deadline = tonumber(ARGV[10])
+
+-- A call queued behind a stalled server (or a slow script) whose caller timed out: charge
+-- nothing, neither buckets nor shared counts.
+if write and deadline > 0 and now > deadline then
+  return { 255, 0, now }
+end
 
 local function pair(key)
   local v = redis.call('GET', key)
@@ -47,20 +56,18 @@ local function store(key, a, b, expires_at)
   redis.call('SET', key, string.format('%.0f:%.0f', a, b), 'PX', string.format('%.0f', ms))
 end
 
--- Both buckets (GCRA). A missing key is a full bucket (TAT = now). Clamp to the current tau: a
--- no-op under unchanged limits, "empty" for what a reloaded, smaller bucket cannot owe.
+-- Both buckets (GCRA). A missing key is a full bucket (TAT = now). The stored TATs are used as
+-- they are, after a reload too (no clamp): a debt carries over in full and nothing a refusal
+-- sees is ever written, so no sequence of reloads grants a token twice.
 local rb, rs = pair(KEYS[1])
-local tb = math.min(rb or now, now + btau)
-local ts = math.min(rs or now, now + stau)
+local tb = rb or now
+local ts = rs or now
 local nb = math.max(tb, now) + bt
 local ns = math.max(ts, now) + st
 local wb = nb - (now + btau)
 local ws = ns - (now + stau)
 if wb > 0 or ws > 0 then
-  -- Nothing is charged. Only a clamp after a reload is written down (as the embedded table does).
-  if write and rb and (rb ~= tb or rs ~= ts) then
-    store(KEYS[1], tb, ts, math.max(tb, ts))
-  end
+  -- Nothing is charged, nothing is written.
   -- The longest wait; a tie names the sustained bucket.
   if wb > ws then
     return { 1, wb, now }

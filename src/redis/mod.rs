@@ -32,7 +32,7 @@
 //! the next microsecond, never granting more than `tokens / per`). Redis Lua numbers are doubles,
 //! exact for integers below 2^53; every number the script handles is such an integer: now
 //! (2^53 us is the year 2255), `t` and `tau` (at most 366 days + 2^32 us), a TAT (at most
-//! now + tau), a window end, a count (at most 2^24). Windows of shared capacity are aligned to
+//! now + the largest tau of the profiles that charged it), a deadline, a window end, a count (at most 2^24). Windows of shared capacity are aligned to
 //! the server's clock; if that clock steps back, counts carry on in the newer window.
 //!
 //! # Keys
@@ -63,7 +63,15 @@
 //! An unreachable store, a reset connection, an error reply or no answer within the profile's
 //! `store.timeout` gives [`Decision::Unavailable`] with [`Cause::StoreUnavailable`] and no wait
 //! (503 `limiter_unavailable`, no Retry-After). The connection is re-established in the
-//! background; no call waits longer than the timeout.
+//! background; no call waits longer than the timeout. A charging call carries its deadline on
+//! the server's clock (from a conservative estimate of that clock's offset, learnt from the
+//! times the script returns): a script that runs past it (queued behind a stalled server)
+//! charges nothing and answers "expired", which the worker, having already answered 503,
+//! ignores. The deadline is the timeout less a tenth, the allowance for the reply's way back.
+//!
+//! # State lost
+//! After `FLUSHALL`, or a restart of a Redis without persistence, every identity starts with
+//! full buckets and every shard with an empty window.
 
 use core::fmt;
 use core::time::Duration;
@@ -167,8 +175,8 @@ impl RedisLimiter {
     }
 
     /// Swaps in a new profile for this worker, as [`Limiter::reload`] does (the same refusals).
-    /// The state in Redis stays: each bucket's TATs are clamped to the new sizes as they are
-    /// used. Every worker must reload the same profile; until then each decides with its own.
+    /// The state in Redis stays, each bucket's TATs exactly as they are (the rule and bound of
+    /// [`Limiter::reload`]: a debt carries over in full, none is forgiven). Every worker must reload the same profile; until then each decides with its own.
     /// Clears the deny cache (the new limits may refill sooner).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
         self.engine.reload(profile)?;

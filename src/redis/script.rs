@@ -1,7 +1,9 @@
 //! Where the Redis backend's state lives: the connection, the decision script, and the keys it
 //! touches. One call is one `EVALSHA`; see `admit.lua` for the arguments and number ranges.
 
+use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
+use std::time::Instant;
 
 use ::redis::aio::ConnectionManager;
 use ::redis::Script;
@@ -14,9 +16,13 @@ use crate::published::PublishedBucket;
 /// The decision script; see its header for the arguments and the number ranges.
 const SCRIPT: &str = include_str!("admit.lua");
 
-/// What the script replied: ([`Outcome::index`], wait in us, server time in us since the Unix
-/// epoch).
+/// What the script replied: ([`Outcome::index`] or [`EXPIRED`], wait in us, server time in us
+/// since the Unix epoch).
 type ScriptReply = (u8, u64, u64);
+
+/// The script's answer to a charging call that reached it past its deadline: nothing was
+/// charged (the caller has already been answered 503).
+const EXPIRED: u8 = 255;
 
 /// The store: one connection (re-established in the background) and the loaded script.
 pub(super) struct Store {
@@ -24,6 +30,60 @@ pub(super) struct Store {
     script: Script,
     pub(super) prefix: Box<str>,
     margin_ms: u64,
+    /// The server's clock against ours, for the deadline a charging call carries.
+    clock: ServerClock,
+}
+
+/// A conservative estimate of `server time - local time` (both in microseconds; local time is
+/// a monotonic clock from `base`): the largest lower bound seen. A reply stamped `s` by the
+/// server to a call sent at local `l0` and answered at `l1` means the offset is within
+/// `[s - l1, s - l0]` (the server ran the script in between); the estimate only grows with new
+/// lower bounds, except that a sample whose upper bound is below it (the server's clock stepped
+/// back, or another server answers after a failover) replaces it. Never above the true offset
+/// while the clocks hold still, so a deadline computed with it is never later than the
+/// caller's own.
+struct ServerClock {
+    base: Instant,
+    /// The estimate; 0 until the first sample (then no deadline is sent).
+    offset: AtomicU64,
+}
+
+impl ServerClock {
+    fn local_micros(&self) -> u64 {
+        self.base.elapsed().as_micros() as u64
+    }
+
+    /// Learns from one reply: the server's time `server` for a call sent at `sent` and answered
+    /// at `answered` (local microseconds).
+    fn observe(&self, server: u64, sent: u64, answered: u64) {
+        let (lo, hi) = (server.saturating_sub(answered), server.saturating_sub(sent));
+        let mut cur = self.offset.load(Ordering::Relaxed);
+        loop {
+            let next = if cur > hi { lo } else { cur.max(lo) };
+            if next == cur {
+                return;
+            }
+            match self
+                .offset
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return,
+                Err(seen) => cur = seen,
+            }
+        }
+    }
+
+    /// The server time after which a call sent at local `sent`, whose caller gives up `budget`
+    /// later, must charge nothing: `sent + budget` on the server's clock, less a tenth of the
+    /// budget for the reply's way back. 0 (no deadline) before the first sample.
+    fn deadline(&self, sent: u64, budget: Duration) -> u64 {
+        let offset = self.offset.load(Ordering::Relaxed);
+        if offset == 0 {
+            return 0;
+        }
+        let budget = budget.as_micros() as u64;
+        offset + sent + budget - budget / 10
+    }
 }
 
 impl Store {
@@ -35,16 +95,27 @@ impl Store {
     ) -> Result<Store, ::redis::RedisError> {
         let script = Script::new(SCRIPT);
         script.prepare_invoke().load_async(&mut conn).await?;
+        let clock = ServerClock {
+            base: Instant::now(),
+            offset: AtomicU64::new(0),
+        };
+        // The first sample, so that the first decision already carries a deadline.
+        let sent = clock.local_micros();
+        let (secs, micros): (u64, u64) = ::redis::cmd("TIME").query_async(&mut conn).await?;
+        clock.observe(secs * 1_000_000 + micros, sent, clock.local_micros());
         Ok(Store {
             conn,
             script,
             prefix: prefix.into(),
             margin_ms: margin.as_millis() as u64,
+            clock,
         })
     }
 
     /// One `EVALSHA`, bounded by the profile's `store.timeout`: the decision and the server
-    /// time it was made at, or a fail-closed refusal and `None` on any failure.
+    /// time it was made at, or a fail-closed refusal and `None` on any failure. A charging call
+    /// carries its deadline on the server's clock (see [`ServerClock`]): the script charges
+    /// nothing past it, so a call this side gave up on (503) is never charged later.
     pub(super) async fn call(
         &self,
         cfg: &Config,
@@ -87,10 +158,21 @@ impl Store {
             .arg(slots)
             .arg(cap)
             .arg(self.margin_ms);
+        // Taken before the timeout starts: the caller gives up no earlier than this plus it.
+        let sent = self.clock.local_micros();
+        let deadline = if charge {
+            self.clock.deadline(sent, cfg.store_timeout)
+        } else {
+            0
+        };
+        inv.arg(deadline);
         let mut conn = self.conn.clone();
         let reply = inv.invoke_async::<ScriptReply>(&mut conn);
         match tokio::time::timeout(cfg.store_timeout, reply).await {
-            Ok(Ok((outcome, wait, now))) => (script_decision(outcome, wait), Some(now)),
+            Ok(Ok((outcome, wait, now))) => {
+                self.clock.observe(now, sent, self.clock.local_micros());
+                (script_decision(outcome, wait), Some(now))
+            }
             _ => (STORE_UNAVAILABLE, None),
         }
     }
@@ -109,8 +191,12 @@ const STORE_UNAVAILABLE: Decision = Decision::Unavailable {
 };
 
 /// The script's reply as a decision: the outcome it numbered (the script refuses only for
-/// buckets and shared capacity, so a reply naming anything else, or nothing, fails closed).
+/// buckets and shared capacity, so a reply naming anything else, or nothing, fails closed;
+/// [`EXPIRED`], a call that reached the script past its deadline, does too).
 fn script_decision(outcome: u8, wait_us: u64) -> Decision {
+    if outcome == EXPIRED {
+        return STORE_UNAVAILABLE;
+    }
     let wait = Some(Duration::from_micros(wait_us));
     match Outcome::from_index(outcome.into()) {
         Some(
@@ -121,5 +207,56 @@ fn script_decision(outcome: u8, wait_us: u64) -> Decision {
             | Outcome::ShardFull),
         ) => o.decision(wait),
         _ => STORE_UNAVAILABLE,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn clock() -> ServerClock {
+        ServerClock {
+            base: Instant::now(),
+            offset: AtomicU64::new(0),
+        }
+    }
+
+    #[test]
+    fn offset_keeps_the_largest_lower_bound() {
+        let c = clock();
+        assert_eq!(
+            c.deadline(5, Duration::from_millis(50)),
+            0,
+            "no sample, no deadline"
+        );
+        // Sent at 100, answered at 300, stamped 1_000_250: offset in [999_950, 1_000_150].
+        c.observe(1_000_250, 100, 300);
+        assert_eq!(c.offset.load(Ordering::Relaxed), 999_950);
+        // A slower sample (lower lower bound) changes nothing; a faster one raises it.
+        c.observe(1_001_000, 1_000, 2_000);
+        assert_eq!(c.offset.load(Ordering::Relaxed), 999_950);
+        c.observe(1_002_040, 2_000, 2_050);
+        assert_eq!(c.offset.load(Ordering::Relaxed), 999_990);
+        // Deadline: sent + offset + 50 ms less a tenth.
+        assert_eq!(
+            c.deadline(3_000, Duration::from_millis(50)),
+            3_000 + 999_990 + 45_000
+        );
+    }
+
+    #[test]
+    fn a_sample_below_the_estimate_replaces_it() {
+        let c = clock();
+        c.observe(20_000_250, 100, 300);
+        assert_eq!(c.offset.load(Ordering::Relaxed), 19_999_950);
+        // The server's clock stepped back 10 s: this sample's upper bound is below the estimate.
+        c.observe(10_000_500, 400, 500);
+        assert_eq!(c.offset.load(Ordering::Relaxed), 10_000_000);
+    }
+
+    #[test]
+    fn expired_fails_closed() {
+        assert_eq!(script_decision(EXPIRED, 0), STORE_UNAVAILABLE);
+        assert_eq!(script_decision(0, 0), Decision::Admit);
     }
 }

@@ -268,7 +268,9 @@ fn reload_swaps_limits_and_keeps_state() {
     assert_eq!(l.remaining(&k).burst, 12);
     // Dropping the `write` class is refused.
     l.reload(profile(1000, 1.0, 2, "")).unwrap_err();
-    // A smaller bucket: the 400 ms still owed are clamped to the new bucket's 100 ms.
+    // A smaller bucket: the 400 ms still owed carry over in full (no clamp, which would forgive
+    // 300 ms of it), so the next token comes once the debt is down to `tau - t` of the new
+    // bucket: 400 ms - (100 ms + 2 ns - 33.333334 ms) = 333.333332 ms.
     let p3 = serde_yaml_ng::to_string(&*l.profile()).unwrap();
     let p3 = p3.replacen(
         "tokens: 20\n      per: 1s",
@@ -278,9 +280,19 @@ fn reload_swaps_limits_and_keeps_state() {
     assert!(p3.contains("per: 100ms"), "{p3}");
     l.reload(Profile::from_yaml(&p3).unwrap()).unwrap();
     assert_eq!(l.remaining(&k).burst, 0);
-    assert!(matches!(l.admit(&k), Decision::Throttle { .. }));
-    mock.increment(Duration::from_nanos(33_333_334));
+    assert_eq!(
+        l.admit(&k),
+        Decision::Throttle {
+            retry_after: Duration::from_nanos(333_333_332),
+            bucket: BucketKind::Burst
+        }
+    );
+    mock.increment(Duration::from_nanos(333_333_331));
+    assert_eq!(l.remaining(&k).burst, 0);
+    assert!(!l.admit(&k).is_admit());
+    mock.increment(Duration::from_nanos(1));
     assert_eq!(l.remaining(&k).burst, 1);
+    assert!(l.admit(&k).is_admit());
 }
 
 #[test]

@@ -10,5 +10,6 @@ mod model;
 mod profile;
 mod profile_b4;
 mod profile_valid;
+mod reload;
 mod stress;
 mod telemetry;

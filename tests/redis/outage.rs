@@ -166,3 +166,62 @@ async fn connect_to_a_dead_server_fails_in_bounded_time() {
     let msg = r.unwrap_err().to_string();
     assert!(!msg.is_empty());
 }
+
+/// B5: decisions that timed out were still charged later. With the server stopped (SIGSTOP)
+/// for 3 s, 8 admits all answered 503; after SIGCONT the queued scripts ran and a bucket of 10
+/// that had admitted nothing had 2 left (and the shard counted 8). Each charging call now
+/// carries its deadline on the server's clock and the script charges nothing past it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn b5_decisions_that_timed_out_are_never_charged() {
+    let server = RedisServer::start();
+    let p = Profile::from_yaml(
+        "name: o\nidentities: { capacity: 64 }\nstore: { timeout: 50ms }\n\
+         shared_capacity: { shards: 1, window: 1h, slots_per_window: 1000, tenant_share: 1.0 }\n\
+         route_classes:\n  w:\n    burst: { tokens: 10, per: 1h }\n    sustained: { tokens: 10, per: 1h }\n",
+    )
+    .unwrap();
+    let limiter = RedisLimiter::builder(&server.url(), p)
+        .key_secret(b"test")
+        .connect()
+        .await
+        .unwrap();
+    let w = limiter.route_class("w").unwrap();
+    let key = Key::authenticated("acme", "alice", w).unwrap();
+    // Warm the connection (and the offset estimate) with a peek, which charges nothing.
+    assert_eq!(limiter.peek(&key).await, Decision::Admit);
+    server.freeze(true);
+    let frozen = Instant::now();
+    for _ in 0..8 {
+        let start = Instant::now();
+        assert_eq!(limiter.admit(&key).await, UNAVAILABLE);
+        assert!(start.elapsed() <= TIMEOUT + SLACK, "{:?}", start.elapsed());
+    }
+    tokio::time::sleep(Duration::from_secs(3).saturating_sub(frozen.elapsed())).await;
+    server.freeze(false);
+    // The queued scripts run first on this connection; a peek after them sees what they left.
+    let thawed = Instant::now();
+    while limiter.peek(&key).await != Decision::Admit {
+        assert!(thawed.elapsed() < Duration::from_secs(2), "did not resume");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let state: Vec<String> = server
+        .keys()
+        .into_iter()
+        .filter(|k| k.contains(":i:") || k.contains(":t:") || k.ends_with(":s"))
+        .map(|k| {
+            let v = server.cmd(&["GET", &k]);
+            format!("{k} = {v}")
+        })
+        .collect();
+    let mut admitted = 0;
+    while limiter.admit(&key).await.is_admit() {
+        admitted += 1;
+        assert!(admitted <= 10);
+    }
+    eprintln!(
+        "B5: after 8 refused admits across a 3 s SIGSTOP, {admitted} of 10 tokens were left; \
+         state the refused calls left: {state:?}"
+    );
+    assert!(state.is_empty(), "refused calls left state: {state:?}");
+    assert_eq!(admitted, 10, "the refused admits were charged");
+}
