@@ -40,5 +40,6 @@ pub use scalars::{
 pub use schema::{
     Anonymous, BucketLimit, Catalog, CatalogCode, CatalogEntry, ErrorBudget, Identities, Mode,
     Profile, RetryAfterPolicy, Route, RouteClassLimits, SharedCapacity, Store, TenantPolicy,
+    DEFAULT_IDENTITY_SHARE,
 };
 pub use yaml::{MAX_PROFILE_BYTES, MAX_PROFILE_NESTING};

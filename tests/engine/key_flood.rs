@@ -9,6 +9,7 @@ use tollgate_testkit as common;
 use std::time::Duration;
 
 use common::{mock_limiter, profile, ClassSpec, Model};
+use tollgate::profile::Share;
 use tollgate::{Cause, Decision, Key};
 
 const CAPACITY: usize = 1024;
@@ -22,7 +23,11 @@ const TABLE_FULL: Decision = Decision::Unavailable {
 
 #[test]
 fn key_flood_fails_closed_and_never_resets_live_identities() {
-    let (limiter, mock) = mock_limiter(profile(CAPACITY as u64, &[SPEC]));
+    // One tenant that may hold the whole table: this is the table's own fail-closed rule (the
+    // partitions' caps are tested below).
+    let mut p = profile(CAPACITY as u64, &[SPEC]);
+    p.identities.tenant_share = Share::new(1.0).unwrap();
+    let (limiter, mock) = mock_limiter(p);
     let class = limiter.route_class("c0").unwrap();
     let memory = limiter.memory_bytes();
     let mut model = Model::default();
