@@ -122,3 +122,124 @@ fn key_flood_fails_closed_and_never_resets_live_identities() {
         step(&mut model, who, now, busy);
     }
 }
+
+// B3 of the adversarial run: a flood of new identities in one partition (the anonymous
+// pseudo-tenant, or one tenant minting principals) must never refuse another partition's
+// identity. The example profile as it is (default `identities.tenant_share`, 0.5), with the
+// 16,384-slot table with which the lockout began 6 s into the flood.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use tollgate::{Limiter, Profile};
+
+const B3_SLOTS: u64 = 16_384;
+
+fn b3_limiter() -> (Limiter, std::sync::Arc<tollgate::quanta::Mock>) {
+    let mut p = Profile::from_path("examples/profiles/example.yaml").unwrap();
+    p.identities.capacity = tollgate::profile::Capacity::new(B3_SLOTS).unwrap();
+    mock_limiter(p)
+}
+
+/// Flood identities at 2,000/s (`flood(i)` is the i-th), for `secs` seconds on the mock clock,
+/// while acme's and globex's live callers each ask every 100 ms on the `read` class (50/s: full
+/// again between requests, so their slots are reclaimable) and each tenant also brings a new
+/// principal every 100 ms. Returns (flood admitted, flood refused TableFull). Panics if a
+/// tenant's request is refused for any reason.
+fn b3_flood(
+    l: &Limiter,
+    mock: &tollgate::quanta::Mock,
+    secs: u64,
+    flood: impl Fn(u64) -> Key<'static>,
+) -> (u64, u64) {
+    let read = l.route_class("read").unwrap();
+    let (mut admitted, mut full) = (0, 0);
+    for tick in 0..secs * 10 {
+        for i in 0..200 {
+            match l.admit(&flood(tick * 200 + i)) {
+                Decision::Admit => admitted += 1,
+                TABLE_FULL => full += 1,
+                // The anonymous share of a shard's admissions, or a minted principal's bucket.
+                Decision::Unavailable {
+                    cause: Cause::TenantShare,
+                    ..
+                }
+                | Decision::Throttle { .. } => {}
+                d => panic!("a flood identity got {d:?}"),
+            }
+        }
+        for tenant in ["acme", "globex"] {
+            let live = Key::authenticated(tenant, "live", read).unwrap();
+            assert_eq!(
+                l.admit(&live),
+                Decision::Admit,
+                "{tenant}'s live caller at tick {tick}"
+            );
+            let new = format!("new-{tick}");
+            let new = Key::authenticated(tenant, &new, read).unwrap();
+            assert_eq!(
+                l.admit(&new),
+                Decision::Admit,
+                "{tenant}'s new principal at tick {tick}"
+            );
+        }
+        mock.increment(Duration::from_millis(100));
+    }
+    (admitted, full)
+}
+
+fn anonymous_v4(i: u64) -> IpAddr {
+    // A different /24 each time.
+    IpAddr::V4(Ipv4Addr::from((0x0a00_0000 + i as u32 * 256).to_be_bytes()))
+}
+
+#[test]
+fn b3_anonymous_flood_never_locks_out_a_tenant() {
+    let (l, mock) = b3_limiter();
+    let register = l.route_class("registration").unwrap();
+    // 20 s at 2,000/s: 40,000 /24s, more than twice the table; each holds its slot 72 min.
+    let (admitted, full) = b3_flood(&l, &mock, 20, |i| Key::anonymous(anonymous_v4(i), register));
+    eprintln!("anonymous IPv4 flood: {admitted} admitted, {full} TableFull");
+    // The anonymous partition stops at its cap (half the table) and fails closed, alone.
+    assert!(admitted <= B3_SLOTS / 2, "{admitted}");
+    assert!(admitted > B3_SLOTS / 2 - 1_000, "{admitted}");
+    assert!(full > 20_000, "{full}");
+    // After the flood: still nobody else is refused, and the flood stays at its cap.
+    b3_flood(&l, &mock, 2, |i| {
+        Key::anonymous(anonymous_v4(1_000_000 + i), register)
+    });
+}
+
+#[test]
+fn b3_anonymous_ipv6_flood_without_a_proxy_never_locks_out_a_tenant() {
+    let (l, mock) = b3_limiter();
+    let register = l.route_class("registration").unwrap();
+    // A different /56 each time (cheap to have many of).
+    let v6 = |i: u64| {
+        IpAddr::V6(Ipv6Addr::from(
+            (0x2001_0db8u128 << 96) | u128::from(i) << 72,
+        ))
+    };
+    let (admitted, full) = b3_flood(&l, &mock, 15, |i| Key::anonymous(v6(i), register));
+    eprintln!("anonymous IPv6 flood: {admitted} admitted, {full} TableFull");
+    assert!(
+        admitted <= B3_SLOTS / 2 && full > 10_000,
+        "{admitted} {full}"
+    );
+}
+
+#[test]
+fn b3_one_tenant_minting_principals_never_locks_out_another() {
+    let (l, mock) = b3_limiter();
+    let register = l.route_class("registration").unwrap();
+    let names: Vec<&'static str> = (0..30_000u64)
+        .map(|i| &*Box::leak(format!("minted-{i}").into_boxed_str()))
+        .collect();
+    let (admitted, full) = b3_flood(&l, &mock, 15, |i| {
+        Key::authenticated("initech", names[i as usize], register).unwrap()
+    });
+    eprintln!("one tenant minting principals: {admitted} admitted, {full} TableFull");
+    // initech (unlisted, weight 1) holds at most half the table; its refusals are its own.
+    assert!(
+        admitted <= B3_SLOTS / 2 && full > 10_000,
+        "{admitted} {full}"
+    );
+}
