@@ -243,3 +243,42 @@ fn b3_one_tenant_minting_principals_never_locks_out_another() {
         "{admitted} {full}"
     );
 }
+
+/// The second mechanism of B3: a tenant's capacity counter used to live in the identity table
+/// and became reclaimable at every window end, so a new identity could take it and the
+/// tenant's next admission found no slot for its counter (`503` with its buckets fine). Now
+/// counters live in a table of their own: a table full of live identities still admits them.
+#[test]
+fn b3_tenant_counters_never_compete_with_identities() {
+    let p = Profile::from_yaml(
+        "name: counters\nidentities: { capacity: 64, tenant_share: 1 }\nroute_classes:\n  c:\n    \
+         burst: { tokens: 5, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n\
+         shared_capacity: { shards: 1, window: 1s, slots_per_window: 1000, tenant_share: 1 }\n",
+    )
+    .unwrap();
+    let (l, mock) = mock_limiter(p);
+    let c = l.route_class("c").unwrap();
+    let names: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
+    fn key(n: &str, c: tollgate::RouteClass) -> Key<'_> {
+        Key::authenticated("acme", n, c).unwrap()
+    }
+    // Fill the table with live identities (each owes 36 s of its sustained bucket).
+    let live: Vec<&String> = names
+        .iter()
+        .filter(|n| l.admit(&key(n, c)) == Decision::Admit)
+        .collect();
+    assert!(live.len() >= 48, "{}", live.len());
+    for _ in 0..3 {
+        // A window ends; new identities find no slot (every one is live) ...
+        mock.increment(Duration::from_secs(1));
+        for n in &names {
+            if !live.contains(&n) {
+                assert_eq!(l.admit(&key(n, c)), TABLE_FULL, "{n}");
+            }
+        }
+        // ... and every live identity is still admitted, its counter found.
+        for n in &live {
+            assert_eq!(l.admit(&key(n, c)), Decision::Admit, "{n}");
+        }
+    }
+}
