@@ -13,11 +13,38 @@
 //! then a never-used slot, then another partition's reclaimable slot (whose occupant, full but
 //! perhaps a light live caller, must then claim again).
 
-use super::{Claimer, Kind, Slot, SlotState, Table, TableFull, WINDOW};
+use super::{Kind, Slot, SlotState, Table, TableFull, WINDOW};
 use crate::bucket::Tats;
 use crate::identity::Digest;
 use crate::sync::{Ordering, SpinWait};
 use crate::table::Apply;
+
+/// The partition a claim is made for, and its account of occupied slots. Called only on the
+/// claim path (an identity not in the table yet), never for an update of a present identity.
+pub(crate) trait Claimer {
+    /// The claimer's partition (never [`Digest::NONE`] unless the table is unpartitioned).
+    fn partition(&self) -> Digest;
+    /// Takes one slot of the partition's cap; `false` at the cap (the claim is refused).
+    fn reserve(&self, now: u64) -> bool;
+    /// Gives back a slot `reserve` took that the claim did not use.
+    fn release(&self, now: u64);
+    /// A claim took a slot of partition `old` (not the claimer's, not `NONE`): one less for it.
+    fn evict(&self, old: Digest, now: u64);
+}
+
+/// A table with no partitions: every claim is allowed and nothing is counted.
+pub(crate) struct Unpartitioned;
+
+impl Claimer for Unpartitioned {
+    fn partition(&self) -> Digest {
+        Digest::NONE
+    }
+    fn reserve(&self, _: u64) -> bool {
+        true
+    }
+    fn release(&self, _: u64) {}
+    fn evict(&self, _: Digest, _: u64) {}
+}
 
 pub(super) enum Claimed<R> {
     /// Claimed a slot, applied the update and published it.

@@ -22,6 +22,8 @@
 mod claim;
 mod state;
 
+pub(crate) use claim::{Claimer, Unpartitioned};
+
 pub(crate) use state::MAX_NOW;
 
 use state::{AtomicSlotState, SlotState};
@@ -151,33 +153,6 @@ impl Kind for Identities {
     fn fresh(now: u64) -> Tats {
         Tats::full(now)
     }
-}
-
-/// The partition a claim is made for, and its account of occupied slots. Called only on the
-/// claim path (an identity not in the table yet), never for an update of a present identity.
-pub(crate) trait Claimer {
-    /// The claimer's partition (never [`Digest::NONE`] unless the table is unpartitioned).
-    fn partition(&self) -> Digest;
-    /// Takes one slot of the partition's cap; `false` at the cap (the claim is refused).
-    fn reserve(&self, now: u64) -> bool;
-    /// Gives back a slot `reserve` took that the claim did not use.
-    fn release(&self, now: u64);
-    /// A claim took a slot of partition `old` (not the claimer's, not `NONE`): one less for it.
-    fn evict(&self, old: Digest, now: u64);
-}
-
-/// A table with no partitions: every claim is allowed and nothing is counted.
-pub(crate) struct Unpartitioned;
-
-impl Claimer for Unpartitioned {
-    fn partition(&self) -> Digest {
-        Digest::NONE
-    }
-    fn reserve(&self, _: u64) -> bool {
-        true
-    }
-    fn release(&self, _: u64) {}
-    fn evict(&self, _: Digest, _: u64) {}
 }
 
 /// What an update does with an identity's TATs.
