@@ -5,6 +5,7 @@ use core::fmt;
 use std::sync::Arc;
 
 use crate::bucket::{Limits, Tats};
+use crate::capacity::{Partition, Tenants};
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Remaining};
 use crate::engine::{random_secret, Engine, ObserveOptions, Verdict};
@@ -37,8 +38,10 @@ use crate::table::{Apply, Table, MAX_NOW};
 pub struct Limiter {
     /// Config, hasher, reload, shadow mode, metrics: what the Redis backend shares.
     engine: Engine,
-    /// Where this backend keeps bucket and tenant state.
+    /// Where this backend keeps bucket state.
     table: Table,
+    /// Per tenant: its shared-capacity window and how many identity slots it holds.
+    tenants: Tenants,
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
     epoch: u64,
@@ -138,8 +141,17 @@ impl Builder {
             None => random_secret(),
         };
         let engine = Engine::new(self.profile, &secret, self.observe);
-        let capacity = engine.config.load().identities;
-        let bytes = capacity.saturating_mul(64);
+        let (capacity, listed) = {
+            let cfg = engine.config.load();
+            let listed = cfg
+                .profile
+                .shared_capacity
+                .as_ref()
+                .map_or(0, |s| s.tenants.len());
+            (cfg.identities, listed)
+        };
+        let entries = Tenants::entries_for(capacity, listed);
+        let bytes = capacity.saturating_add(entries).saturating_mul(64);
         // Ask first, so that a capacity the machine cannot hold is an error, not an abort.
         let mut probe: Vec<u8> = Vec::new();
         probe
@@ -150,6 +162,7 @@ impl Builder {
         Ok(Limiter {
             engine,
             table: Table::new(capacity),
+            tenants: Tenants::new(entries),
             epoch: clock.raw(),
             clock,
         })
@@ -202,7 +215,13 @@ impl Limiter {
         let limits = class.limits;
         let (digest, tenant) = self.engine.hasher.digests(key);
         let now = self.nanos_since_epoch(raw);
-        let charged = self.table.update(digest, now, |stored| {
+        // Consulted only if the identity must claim a slot (the cold path).
+        let partition = Partition {
+            tenants: &self.tenants,
+            caps: &cfg.identity_caps,
+            tenant,
+        };
+        let charged = self.table.update(digest, &partition, now, |stored| {
             // A refusal writes nothing, after a reload too: the stored TATs are kept as they are.
             match limits.charge(stored, now) {
                 Ok(next) => Apply::Write(next, Decision::Admit),
@@ -212,10 +231,10 @@ impl Limiter {
         let computed = match charged {
             Ok(Decision::Admit) => match &cfg.capacity {
                 None => Decision::Admit,
-                Some(cap) => match cap.take(&self.table, tenant, key, now) {
+                Some(cap) => match cap.take(&self.tenants, tenant, key, now) {
                     Ok(()) => Decision::Admit,
                     Err(refused) => {
-                        self.refund(digest, limits, now);
+                        self.refund(digest, limits);
                         refused
                     }
                 },
@@ -237,13 +256,13 @@ impl Limiter {
         let class = cfg.class(key.class);
         let now = self.now();
         let (digest, tenant) = self.engine.hasher.digests(key);
-        let tats = self.table.peek(digest, now).unwrap_or(Tats::full(now));
+        let tats = self.table.peek(digest).unwrap_or(Tats::full(now));
         let computed = match class.limits.charge(tats, now) {
             Err(short) => short.throttle(),
             Ok(_) => match &cfg.capacity {
                 None => Decision::Admit,
                 Some(cap) => cap
-                    .peek(&self.table, tenant, key, now)
+                    .peek(&self.tenants, tenant, key, now)
                     .err()
                     .unwrap_or(Decision::Admit),
             },
@@ -282,10 +301,13 @@ impl Limiter {
         self.engine.published_limits()
     }
 
-    /// Bytes held by the limiter: the table (64 bytes a slot) and its bookkeeping.
+    /// Bytes held by the limiter: the identity table (64 bytes a slot), the tenants' table
+    /// (64 bytes an entry) and their bookkeeping.
     pub fn memory_bytes(&self) -> usize {
         let cfg = self.engine.config.load();
         core::mem::size_of::<Self>() + self.table.memory_bytes() - core::mem::size_of::<Table>()
+            + self.tenants.memory_bytes()
+            - core::mem::size_of::<Tenants>()
             + core::mem::size_of_val(&*cfg.classes)
             + cfg.capacity.as_ref().map_or(0, |c| c.memory_bytes())
     }
@@ -308,7 +330,7 @@ impl Limiter {
         let now = self.now();
         let tats = self
             .table
-            .peek(self.engine.hasher.digests(key).0, now)
+            .peek(self.engine.hasher.digests(key).0)
             .unwrap_or(Tats::full(now));
         Remaining {
             burst: limits.burst.remaining(tats.burst, now),
@@ -317,11 +339,11 @@ impl Limiter {
     }
 
     /// Gives back the token `admit` took when capacity then refused (see `Limits::refund`).
+    /// An identity reclaimed meanwhile was full: there is nothing to give back.
     #[cold]
-    fn refund(&self, digest: Digest, limits: Limits, now: u64) {
-        let _ = self
-            .table
-            .update(digest, now, |t| Apply::Write(limits.refund(t), ()));
+    fn refund(&self, digest: Digest, limits: Limits) {
+        self.table
+            .update_existing(digest, |t| Apply::Write(limits.refund(t), ()));
     }
 
     /// Nanoseconds since the limiter was built, on its own monotonic clock.

@@ -14,7 +14,7 @@ use tollgate::{Cause, Decision, Key, Limiter, Profile};
 
 fn profile(capacity: u32, burst: u32) -> Profile {
     Profile::from_yaml(&format!(
-        "name: loom\nidentities: {{ capacity: {capacity} }}\nroute_classes:\n  c:\n    \
+        "name: loom\nidentities: {{ capacity: {capacity}, tenant_share: 1 }}\nroute_classes:\n  c:\n    \
          burst: {{ tokens: {burst}, per: 1s }}\n    sustained: {{ tokens: 100, per: 1s }}\n"
     ))
     .unwrap()
@@ -158,7 +158,7 @@ fn stale_clock_reading_never_returns_credit() {
 /// A class `c` of `burst` tokens per `per`, with a large sustained bucket.
 fn profile_per(burst: u32, per: &str) -> Profile {
     Profile::from_yaml(&format!(
-        "name: loom\nidentities: {{ capacity: 4 }}\nroute_classes:\n  c:\n    \
+        "name: loom\nidentities: {{ capacity: 4, tenant_share: 1 }}\nroute_classes:\n  c:\n    \
          burst: {{ tokens: {burst}, per: {per} }}\n    sustained: {{ tokens: 100, per: 1s }}\n"
     ))
     .unwrap()

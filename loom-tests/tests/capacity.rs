@@ -46,7 +46,7 @@ fn window_roll_over_never_exceeds_the_slots() {
 #[test]
 fn bucket_and_shard_slot_are_charged_together_or_not_at_all() {
     let p = Profile::from_yaml(
-        "name: loom\nidentities: { capacity: 8 }\nroute_classes:\n  c:\n    burst: { tokens: 3, per: 1s }\n    \
+        "name: loom\nidentities: { capacity: 8, tenant_share: 1 }\nroute_classes:\n  c:\n    burst: { tokens: 3, per: 1s }\n    \
          sustained: { tokens: 100, per: 1s }\nshared_capacity:\n  shards: 1\n  window: 1s\n  \
          slots_per_window: 1\n  tenant_share: 1\n",
     )

@@ -1,6 +1,7 @@
 //! loom models of the table's claim and reclaim protocol over the real code (`src/table.rs`
 //! through the `sync` shim): different new identities racing for the same slot, and a full
-//! window whose one reclaimable slot two claimers want at once.
+//! window whose one reclaimable slot two claimers want at once, and two tenants claiming at
+//! once, one of them at its cap of identity slots.
 //!
 //! Run: `loom-tests/run.sh` (see `admit.rs`). Homes are fixed by the fixed key secret.
 #![cfg(tollgate_loom)]
@@ -15,7 +16,7 @@ use tollgate::{Cause, Decision, Key, Limiter, Profile};
 /// Burst `burst` tokens per `burst` seconds (one token a second), a large sustained bucket.
 fn profile(capacity: u32, burst: u32) -> Profile {
     Profile::from_yaml(&format!(
-        "name: loom\nidentities: {{ capacity: {capacity} }}\nroute_classes:\n  c:\n    \
+        "name: loom\nidentities: {{ capacity: {capacity}, tenant_share: 1 }}\nroute_classes:\n  c:\n    \
          burst: {{ tokens: {burst}, per: {burst}s }}\n    sustained: {{ tokens: 100, per: 1s }}\n"
     ))
     .unwrap()
@@ -112,5 +113,57 @@ fn full_window_reclaim_races_two_claims() {
         assert_eq!(l.remaining(&key(&l, "w")).burst, 0, "w was never reset");
         assert!(matches!(l.admit(&key(&l, "w")), Decision::Throttle { .. }));
         assert_eq!(l.admit(&key(&l, "x")), TABLE_FULL);
+    });
+}
+
+/// Partitions: four slots, `tenant_share: 0.5`, so each tenant may hold two. Tenant `A` holds
+/// two (`a1`, full again at 1 s, and `a2`, live). At 1 s `A`'s new `a3` and `B`'s new `b1`
+/// claim at once, while `a2` is admitted again. Whatever the interleaving of the slot CASes,
+/// the claim commits and the tenants' counts: `b1` is admitted with its own state; `a3` either
+/// reuses `A`'s own refilled slot (a tenant at its cap may, when that slot lies before the
+/// first never-used slot of `a3`'s window) and has its own state, or is refused `TableFull`
+/// and left no trace; `a2` is never reset; and the counts are exact after the race: when `a3`
+/// got a slot, `A` is refused a fifth identity although a slot is still empty (its cap, for it
+/// alone), and `B` gets it in every case.
+#[test]
+fn a_tenant_at_its_cap_reuses_its_own_slot_while_another_claims() {
+    let p = Profile::from_yaml(
+        "name: loom\nidentities: { capacity: 4, tenant_share: 0.5 }\nroute_classes:\n  c:\n    \
+         burst: { tokens: 2, per: 2s }\n    sustained: { tokens: 100, per: 1s }\n",
+    )
+    .unwrap();
+    loom::model(move || {
+        let (l, mock) = limiter(&p);
+        let c = l.route_class("c").unwrap();
+        let k = |t: &'static str, who: &'static str| Key::authenticated(t, who, c).unwrap();
+        assert_eq!(l.admit(&k("A", "a1")), Decision::Admit);
+        // a2 twice: it owes until 2 s, so it is still live at 1 s (a1 is full again then).
+        assert_eq!(l.admit(&k("A", "a2")), Decision::Admit);
+        assert_eq!(l.admit(&k("A", "a2")), Decision::Admit);
+        mock.increment(Duration::from_secs(1));
+        let spawn = |t: &'static str, who: &'static str| {
+            let l = l.clone();
+            thread::spawn(move || l.admit(&Key::authenticated(t, who, c).unwrap()))
+        };
+        let (ta, tb) = (spawn("A", "a3"), spawn("B", "b1"));
+        assert_eq!(l.admit(&k("A", "a2")), Decision::Admit, "a2 keeps its slot");
+        let a3 = ta.join().unwrap();
+        assert_eq!(tb.join().unwrap(), Decision::Admit);
+        assert_eq!(l.remaining(&k("B", "b1")).burst, 1, "b1 has its own state");
+        assert_eq!(l.remaining(&k("A", "a2")).burst, 0, "a2 was never reset");
+        match a3 {
+            Decision::Admit => {
+                assert_eq!(l.remaining(&k("A", "a3")).burst, 1, "a3 has its own state");
+                // A holds a2 and a3, both live, and no refilled slot of its own is left.
+                assert_eq!(l.admit(&k("A", "a4")), TABLE_FULL, "A is at its cap");
+            }
+            TABLE_FULL => assert_eq!(l.remaining(&k("A", "a3")).burst, 2, "a3 left no trace"),
+            d => panic!("a3 got {d:?}"),
+        }
+        assert_eq!(
+            l.admit(&k("B", "b2")),
+            Decision::Admit,
+            "B is not at its cap"
+        );
     });
 }

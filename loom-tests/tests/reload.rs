@@ -23,7 +23,7 @@ use tollgate::{BucketKind, Decision, Key, Limiter, Profile};
 
 fn profile(burst: &str, sustained: &str) -> Profile {
     Profile::from_yaml(&format!(
-        "name: loom\nidentities: {{ capacity: 4 }}\nroute_classes:\n  c:\n    \
+        "name: loom\nidentities: {{ capacity: 4, tenant_share: 1 }}\nroute_classes:\n  c:\n    \
          burst: {burst}\n    sustained: {sustained}\n"
     ))
     .unwrap()

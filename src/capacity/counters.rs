@@ -1,12 +1,7 @@
-//! The two counters of shared capacity: a shard's word, and a tenant's count kept in an
-//! identity-table slot of its own (the tenant's digest), so tenants need no table of their own
-//! and are bounded by the same fail-closed capacity.
+//! A shard's counter of shared capacity (a tenant's count lives in the tenants' table,
+//! `tenants.rs`).
 
-use crate::bucket::Tats;
-use crate::decision::Cause;
-use crate::identity::Digest;
 use crate::sync::{AtomicU64, Ordering};
-use crate::table::{Apply, Table};
 
 /// Window ids keep 40 bits (34 years of 1 ms windows); counts 24 bits.
 const COUNT_BITS: u32 = 24;
@@ -82,81 +77,6 @@ impl ShardCounter {
     }
 }
 
-/// A tenant's count kept in an identity-table slot: the burst TAT holds the window's end (so
-/// the slot is reclaimable once the window is over, like a refilled bucket) and the sustained
-/// TAT the count. Returns (the window end counted in, used): a stored window later than ours
-/// on the same grid is the tenant's newer window (we are late), anything else is over.
-fn tenant_window(t: Tats, window_end: u64, window_ns: u64) -> (u64, u64) {
-    // Equality first: the common case, and it spares the division.
-    let same_or_newer =
-        t.burst == window_end || (t.burst > window_end && (t.burst - window_end) % window_ns == 0);
-    if same_or_newer {
-        (t.burst, t.sustained)
-    } else {
-        (window_end, 0)
-    }
-}
-
-/// Slots the tenant holds in the window ending at `window_end` (for `peek`).
-pub(super) fn tenant_held(
-    table: &Table,
-    tenant: Digest,
-    now: u64,
-    window_end: u64,
-    window_ns: u64,
-) -> u64 {
-    table
-        .peek(tenant, now)
-        .map_or(0, |t| tenant_window(t, window_end, window_ns).1)
-}
-
-/// Takes one of the tenant's slots unless it holds `cap`; returns the end of the window it was
-/// counted in (for `give_back_tenant`), or the refusal.
-pub(super) fn take_tenant(
-    table: &Table,
-    tenant: Digest,
-    now: u64,
-    (window_end, window_ns): (u64, u64),
-    cap: u64,
-) -> Result<u64, Cause> {
-    let taken = table.update(tenant, now, |t| {
-        let (end, used) = tenant_window(t, window_end, window_ns);
-        if used >= cap {
-            Apply::Keep(None)
-        } else {
-            Apply::Write(
-                Tats {
-                    burst: end,
-                    sustained: used + 1,
-                },
-                Some(end),
-            )
-        }
-    });
-    match taken {
-        Ok(Some(end)) => Ok(end),
-        Ok(None) => Err(Cause::TenantShare),
-        Err(_) => Err(Cause::TableFull),
-    }
-}
-
-/// Gives back a tenant slot taken in the window ending at `counted_end`.
-pub(super) fn give_back_tenant(table: &Table, tenant: Digest, now: u64, counted_end: u64) {
-    let _ = table.update(tenant, now, |t| {
-        if t.burst == counted_end && t.sustained > 0 {
-            Apply::Write(
-                Tats {
-                    burst: counted_end,
-                    sustained: t.sustained - 1,
-                },
-                (),
-            )
-        } else {
-            Apply::Keep(())
-        }
-    });
-}
-
 #[cfg(all(test, not(all(tollgate_loom, feature = "loom"))))]
 mod tests {
     use super::*;
@@ -172,29 +92,5 @@ mod tests {
         assert!(!c.take(8, 1));
         assert_eq!(c.used(7), 1);
         assert!(c.take(9, 1));
-    }
-
-    #[test]
-    fn tenant_windows_move_forward_on_their_grid() {
-        let t = |end, n| Tats {
-            burst: end,
-            sustained: n,
-        };
-        assert_eq!(tenant_window(t(2_000, 3), 2_000, 1_000), (2_000, 3));
-        assert_eq!(
-            tenant_window(t(3_000, 3), 2_000, 1_000),
-            (3_000, 3),
-            "late request"
-        );
-        assert_eq!(
-            tenant_window(t(1_000, 3), 2_000, 1_000),
-            (2_000, 0),
-            "window over"
-        );
-        assert_eq!(
-            tenant_window(t(2_500, 3), 2_000, 1_000),
-            (2_000, 0),
-            "other grid"
-        );
     }
 }

@@ -17,11 +17,12 @@ use std::sync::Arc;
 
 use crate::decision::{Cause, Decision};
 use crate::identity::{Digest, DigestMap, Key};
-use crate::table::Table;
 
 mod counters;
+mod tenants;
 
 pub use counters::ShardCounter;
+pub(crate) use tenants::{IdentityCaps, Partition, Tenants};
 
 /// Shared capacity as the hot path sees it, built from the profile by `config`.
 #[derive(Clone, Debug)]
@@ -100,7 +101,7 @@ impl CapacityConfig {
     #[inline]
     pub(crate) fn take(
         &self,
-        table: &Table,
+        tenants: &Tenants,
         tenant: Digest,
         key: &Key<'_>,
         now: u64,
@@ -112,7 +113,8 @@ impl CapacityConfig {
             end,
             next_window,
         } = self.place(tenant, key, now);
-        let counted = counters::take_tenant(table, tenant, now, (end, self.window_ns), limit)
+        let counted = tenants
+            .take(tenant, now, (end, self.window_ns), limit)
             .map_err(|cause| Decision::Unavailable {
                 // Which slot frees when depends on other callers: no wait for a full table.
                 retry_after: if cause == Cause::TableFull {
@@ -125,7 +127,7 @@ impl CapacityConfig {
         match self.counters.get(shard) {
             Some(counter) if counter.take(window, self.slots_per_window) => Ok(()),
             _ => {
-                counters::give_back_tenant(table, tenant, now, counted);
+                tenants.give_back(tenant, counted);
                 Err(Decision::Unavailable {
                     retry_after: next_window,
                     cause: Cause::ShardFull,
@@ -137,7 +139,7 @@ impl CapacityConfig {
     /// [`CapacityConfig::take`] without taking: the refusal it would give, if any.
     pub(crate) fn peek(
         &self,
-        table: &Table,
+        tenants: &Tenants,
         tenant: Digest,
         key: &Key<'_>,
         now: u64,
@@ -149,7 +151,7 @@ impl CapacityConfig {
             end,
             next_window: retry_after,
         } = self.place(tenant, key, now);
-        if counters::tenant_held(table, tenant, now, end, self.window_ns) >= limit {
+        if tenants.used(tenant, end, self.window_ns) >= limit {
             return Err(Decision::Unavailable {
                 retry_after,
                 cause: Cause::TenantShare,

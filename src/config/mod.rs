@@ -9,7 +9,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use crate::bucket::{Limits, Rate};
-use crate::capacity::{CapacityConfig, ShardCounter};
+use crate::capacity::{CapacityConfig, IdentityCaps, ShardCounter};
 use crate::identity::{KeyHasher, RouteClass};
 use crate::profile::{Mode, Profile, ProfileError, RouteClassLimits};
 use crate::published::{
@@ -37,6 +37,8 @@ pub(crate) struct Config {
     pub(crate) profile: Arc<Profile>,
     /// `identities.capacity`: the slots of the embedded table.
     pub(crate) identities: usize,
+    /// Each tenant's cap of identity slots (`identities.tenant_share` and the weights).
+    pub(crate) identity_caps: IdentityCaps,
     /// `store.timeout`: how long the Redis backend waits for an answer.
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) store_timeout: Duration,
@@ -196,8 +198,18 @@ impl Config {
                     .map(|b| (b.capacity_rejections.get(), b.window.get())),
             )
         };
+        let identity_caps = IdentityCaps::new(
+            profile.identities.capacity.get(),
+            profile.identities.tenant_share.get(),
+            profile
+                .shared_capacity
+                .iter()
+                .flat_map(|s| s.tenants.iter())
+                .map(|(n, t)| (hasher.tenant_digest(Some(n)), t.weight.get())),
+        );
         Config {
             published: published(&profile, &classes),
+            identity_caps,
             identities: profile.identities.capacity.get() as usize,
             store_timeout: profile.store.timeout.get(),
             classes,

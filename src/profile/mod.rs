@@ -41,6 +41,7 @@ pub use scalars::{
 pub use schema::{
     Anonymous, BucketLimit, Catalog, CatalogCode, CatalogEntry, ErrorBudget, Identities, Mode,
     Profile, RetryAfterPolicy, Route, RouteClassLimits, SharedCapacity, Store, TenantPolicy,
+    DEFAULT_IDENTITY_SHARE,
 };
 pub use shape::{MAX_PROFILE_ALIAS_NODES, MAX_PROFILE_NESTING};
 pub use yaml::MAX_PROFILE_BYTES;

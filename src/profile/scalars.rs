@@ -103,11 +103,13 @@ scalar!(
     |v| v.is_finite() && v > 0.0
 );
 
-// The float scalars refuse NaN, so they are totally ordered in fact; only the integers say so.
+// The float scalars refuse NaN, so they are totally ordered in fact; the integers say so, and
+// `Share` too (it is part of `Identities`, which is `Eq`).
 impl Eq for Tokens {}
 impl Eq for Slots {}
 impl Eq for Capacity {}
 impl Eq for Shards {}
+impl Eq for Share {}
 
 /// A network prefix length, 0 to `MAX`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

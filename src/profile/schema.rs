@@ -159,6 +159,21 @@ impl Default for Store {
 pub struct Identities {
     /// Identity slots (each 64 bytes); at most [`MAX_CAPACITY`](super::MAX_CAPACITY).
     pub capacity: Capacity,
+    /// The most of the slots one tenant (or the anonymous pseudo-tenant) may hold:
+    /// `ceil(capacity * tenant_share * weight)`, weights from `shared_capacity.tenants`
+    /// (default 1). A tenant at its cap may still reuse its own refilled slots, but takes no
+    /// slot from anyone else: a flood of new identities in one tenant never refuses another
+    /// tenant's identity. Default [`DEFAULT_IDENTITY_SHARE`] (0.5).
+    #[serde(default = "default_identity_share")]
+    pub tenant_share: Share,
+}
+
+/// The default `identities.tenant_share`: no tenant, and not the anonymous callers together,
+/// may hold more than half of the identity table.
+pub const DEFAULT_IDENTITY_SHARE: f64 = 0.5;
+
+fn default_identity_share() -> Share {
+    Share::new(DEFAULT_IDENTITY_SHARE).expect("0.5 is a share")
 }
 
 /// `anonymous:` network prefixes that group unauthenticated callers.

@@ -12,8 +12,17 @@
 //! * Two threads inserting the same new identity must not end up in two slots. Each home slot
 //!   keeps a `claims` counter; a claim is committed by a CAS on the counter read before the
 //!   scan, so a claim commits only if no other claim for that home committed in between.
+//! * Every slot records its occupant's *partition* (for identities the tenant digest; the
+//!   anonymous pseudo-tenant is one partition). A claim of a never-used slot or of another
+//!   partition's reclaimable slot first reserves one of its partition's slots through the
+//!   caller's [`Claimer`] (which refuses at the partition's cap), and reclaiming a slot gives
+//!   one back to the old occupant's partition: see `claim.rs`. The hot path (an identity
+//!   already in its window) never looks at partitions.
 
+mod claim;
 mod state;
+
+pub(crate) use claim::{Claimer, Unpartitioned};
 
 pub(crate) use state::MAX_NOW;
 
@@ -40,6 +49,10 @@ pub(crate) struct Slot {
     digest_lo: AtomicU64,
     /// Claims committed for identities whose home is this slot (see the module doc).
     claims: AtomicU64,
+    /// The occupant's partition ([`Digest::NONE`] if it has none: never used, or given back
+    /// by a claim that lost its commit). Written only while the slot is `BUSY`, like the digest.
+    partition_hi: AtomicU64,
+    partition_lo: AtomicU64,
 }
 
 #[cfg(not(all(tollgate_loom, feature = "loom")))]
@@ -52,6 +65,8 @@ impl Slot {
             digest_hi: AtomicU64::new(0),
             digest_lo: AtomicU64::new(0),
             claims: AtomicU64::new(0),
+            partition_hi: AtomicU64::new(0),
+            partition_lo: AtomicU64::new(0),
         }
     }
 
@@ -71,6 +86,22 @@ impl Slot {
     fn set_digest(&self, d: Digest) {
         self.digest_hi.store(d.hi, Ordering::Relaxed);
         self.digest_lo.store(d.lo, Ordering::Relaxed);
+    }
+
+    /// Relaxed, as [`Slot::digest`]: exact only after an Acquire load (or a successful
+    /// Acquire CAS) of `state` that saw the publish of the claim that wrote it; otherwise a
+    /// hint (a claim scan's preference), checked again once the slot is held `BUSY`.
+    fn partition(&self) -> Digest {
+        Digest {
+            hi: self.partition_hi.load(Ordering::Relaxed),
+            lo: self.partition_lo.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Relaxed, as [`Slot::set_digest`]: the caller holds the slot `BUSY`.
+    fn set_partition(&self, p: Digest) {
+        self.partition_hi.store(p.hi, Ordering::Relaxed);
+        self.partition_lo.store(p.lo, Ordering::Relaxed);
     }
 }
 
@@ -98,9 +129,31 @@ fn advise_huge_pages(start: usize, len: usize) {
 #[cfg(not(all(target_os = "linux", not(all(tollgate_loom, feature = "loom")))))]
 fn advise_huge_pages(_start: usize, _len: usize) {}
 
-/// No slot in the identity's window can be had.
+/// No slot in the identity's window can be had, or its partition holds its cap and has no
+/// reclaimable slot of its own there.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct TableFull;
+
+/// What a table holds: when one of its slots may be reclaimed, and what a claim starts from.
+pub(crate) trait Kind {
+    /// True if the occupant's state is indistinguishable from a fresh one at `now`.
+    fn reclaimable(t: Tats, now: u64) -> bool;
+    /// The state a claim at `now` starts from (before the update is applied).
+    fn fresh(now: u64) -> Tats;
+}
+
+/// The identity table's kind: a slot whose buckets are both full may be reclaimed.
+pub(crate) struct Identities;
+
+impl Kind for Identities {
+    #[inline]
+    fn reclaimable(t: Tats, now: u64) -> bool {
+        t.is_full(now)
+    }
+    fn fresh(now: u64) -> Tats {
+        Tats::full(now)
+    }
+}
 
 /// What an update does with an identity's TATs.
 pub(crate) enum Apply<R> {
@@ -110,29 +163,23 @@ pub(crate) enum Apply<R> {
     Keep(R),
 }
 
-enum Claimed<R> {
-    /// Claimed a slot, applied the update and published it.
-    Done(R),
-    /// Another thread inserted the identity meanwhile: update it there.
-    Found(usize, SlotState),
-}
-
 enum Scan {
     Found(usize, SlotState),
-    /// Not in its window; the first slot it could take, if any.
-    Absent(Option<(usize, SlotState)>),
+    /// Not in its window.
+    Absent,
     /// A claim for this very digest is in progress; look again when it is published.
     Wait,
 }
 
 /// The table. Its size is fixed at construction.
-pub(crate) struct Table {
+pub(crate) struct Table<K = Identities> {
     slots: Box<[Slot]>,
+    kind: core::marker::PhantomData<K>,
 }
 
-impl Table {
+impl<K: Kind> Table<K> {
     /// A table of `capacity` slots (at least one).
-    pub(crate) fn new(capacity: usize) -> Table {
+    pub(crate) fn new(capacity: usize) -> Table<K> {
         let capacity = capacity.max(1);
         let mut slots = Vec::with_capacity(capacity);
         advise_huge_pages(
@@ -142,6 +189,7 @@ impl Table {
         slots.extend((0..capacity).map(|_| Slot::new()));
         Table {
             slots: slots.into_boxed_slice(),
+            kind: core::marker::PhantomData,
         }
     }
 
@@ -169,12 +217,12 @@ impl Table {
         (i, &self.slots[i])
     }
 
-    /// The identity's TATs at `now` without changing anything (full if it has no slot).
-    pub(crate) fn peek(&self, d: Digest, now: u64) -> Option<Tats> {
+    /// The identity's TATs without changing anything (`None` if it has no slot).
+    pub(crate) fn peek(&self, d: Digest) -> Option<Tats> {
         loop {
-            match self.scan(d, self.home(d), now) {
+            match self.scan(d, self.home(d)) {
                 Scan::Found(_, s) => return Some(s.tats()),
-                Scan::Absent(_) => return None,
+                Scan::Absent => return None,
                 Scan::Wait => SpinWait::new().snooze(),
             }
         }
@@ -182,27 +230,28 @@ impl Table {
 
     /// Applies `f` to the identity's TATs and writes what it returns in one CAS, retrying `f`
     /// on the fresh TATs when another admit of the same identity got there first. A new
-    /// identity first claims a slot, with both buckets full at `now`.
+    /// identity first claims a slot for `claimer`'s partition, starting from `K::fresh(now)`.
     #[inline]
     pub(crate) fn update<R>(
         &self,
         d: Digest,
+        claimer: &impl Claimer,
         now: u64,
         mut f: impl FnMut(Tats) -> Apply<R>,
     ) -> Result<R, TableFull> {
         let home = self.home(d);
         let spin = SpinWait::new();
         loop {
-            let found = match self.scan(d, home, now) {
+            let found = match self.scan(d, home) {
                 Scan::Found(i, seen) => Some((i, seen)),
                 Scan::Wait => {
                     spin.snooze();
                     continue;
                 }
                 // A new identity (or a race): the claim path scans again under the counter.
-                Scan::Absent(_) => match self.claim_path(d, home, now, &mut f)? {
-                    Claimed::Done(r) => return Ok(r),
-                    Claimed::Found(i, seen) => Some((i, seen)),
+                Scan::Absent => match self.claim_path(d, home, claimer, now, &mut f)? {
+                    claim::Claimed::Done(r) => return Ok(r),
+                    claim::Claimed::Found(i, seen) => Some((i, seen)),
                 },
             };
             if let Some((i, seen)) = found {
@@ -214,29 +263,24 @@ impl Table {
         }
     }
 
-    /// The path of an identity the first scan did not find: claim a slot, or find that another
-    /// thread inserted it meanwhile.
-    #[cold]
-    fn claim_path<R>(
+    /// [`Table::update`] of an identity that is in the table; `None`, changing nothing, if it
+    /// is not (it never claims a slot).
+    pub(crate) fn update_existing<R>(
         &self,
         d: Digest,
-        home: usize,
-        now: u64,
-        f: &mut impl FnMut(Tats) -> Apply<R>,
-    ) -> Result<Claimed<R>, TableFull> {
+        mut f: impl FnMut(Tats) -> Apply<R>,
+    ) -> Option<R> {
+        let home = self.home(d);
         let spin = SpinWait::new();
         loop {
-            // Acquire: a claim committed before this load has its digest visible to the scan.
-            let seq = self.slots[home].claims.load(Ordering::Acquire);
-            match self.scan(d, home, now) {
-                Scan::Found(i, seen) => return Ok(Claimed::Found(i, seen)),
-                Scan::Wait => spin.snooze(),
-                Scan::Absent(None) => return Err(TableFull),
-                Scan::Absent(Some((i, seen))) => {
-                    if let Some(r) = self.claim(d, home, seq, i, seen, now, f) {
-                        return Ok(Claimed::Done(r));
+            match self.scan(d, home) {
+                Scan::Found(i, seen) => {
+                    if let Some(r) = self.cas_loop(&self.slots[i], seen, &mut f) {
+                        return Some(r);
                     }
                 }
+                Scan::Wait => spin.snooze(),
+                Scan::Absent => return None,
             }
         }
     }
@@ -271,87 +315,25 @@ impl Table {
         }
     }
 
-    /// Claims slot `i` (seen as `seen`) for `d`, commits the claim, applies `f` and publishes.
-    /// `None` if another thread got the slot or committed a claim for the same home first.
-    #[cold]
-    #[allow(clippy::too_many_arguments)]
-    fn claim<R>(
-        &self,
-        d: Digest,
-        home: usize,
-        seq: u64,
-        i: usize,
-        seen: SlotState,
-        now: u64,
-        f: &mut impl FnMut(Tats) -> Apply<R>,
-    ) -> Option<R> {
-        let slot = &self.slots[i];
-        let busy = seen.claimed(now);
-        // Acquire on success: the digest stores below must not become visible before the word
-        // is BUSY, or a reader could match the new digest against the old occupant's word.
-        // Failure Relaxed: we start over with fresh Acquire loads.
-        slot.state
-            .compare_exchange(seen, busy, Ordering::Acquire, Ordering::Relaxed)
-            .ok()?;
-        slot.set_digest(d);
-        // AcqRel: Release publishes the digest to any later claimer of this home (it loads
-        // `claims` with Acquire before scanning, and then finds our BUSY slot and waits);
-        // Acquire orders us after the claim we saw committed.
-        let committed = self.slots[home]
-            .claims
-            .compare_exchange(
-                seq,
-                seq.wrapping_add(1),
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            )
-            .is_ok();
-        if !committed {
-            // Another claim for this home committed since our scan, perhaps for `d`. Give the
-            // slot back as a reclaimable one that matches nobody. It stays OCCUPIED: a scan
-            // that passed it while BUSY may have placed an identity beyond it.
-            slot.set_digest(Digest::NONE);
-            // Release: the cleared digest is visible with the word that frees the slot.
-            slot.state
-                .store(busy.published(busy.tats()), Ordering::Release);
-            return None;
-        }
-        let (tats, r) = match f(busy.tats()) {
-            Apply::Write(tats, r) => (tats, r),
-            Apply::Keep(r) => (busy.tats(), r),
-        };
-        // Release: publishes the digest together with the word (pairs with the scan's Acquire).
-        slot.state.store(busy.published(tats), Ordering::Release);
-        Some(r)
-    }
-
-    /// Looks for `d` in its window; notes the first slot it could claim.
+    /// Looks for `d` in its window (the hot path: no partitions, no candidates).
     #[inline]
-    fn scan(&self, d: Digest, home: usize, now: u64) -> Scan {
-        let mut free = None;
+    fn scan(&self, d: Digest, home: usize) -> Scan {
         for k in 0..WINDOW.min(self.slots.len()) {
             let (i, slot) = self.at(home, k);
             // Acquire: pairs with the Release publish of the claim that wrote this digest.
             let s = slot.state.load(Ordering::Acquire);
             if s.is_empty() {
                 // Never used: nothing was ever placed beyond it for this home.
-                return Scan::Absent(free.or(Some((i, s))));
+                return Scan::Absent;
             }
-            let hit = slot.digest() == d;
-            if s.is_busy() {
-                if hit {
+            if slot.digest() == d {
+                if s.is_busy() {
                     return Scan::Wait;
                 }
-                continue;
-            }
-            if hit {
                 return Scan::Found(i, s);
             }
-            if free.is_none() && s.tats().is_full(now) {
-                free = Some((i, s));
-            }
         }
-        Scan::Absent(free)
+        Scan::Absent
     }
 }
 
@@ -367,7 +349,7 @@ mod tests {
     }
 
     fn charge(t: &Table, dg: Digest, now: u64, dt: u64) -> Result<Tats, TableFull> {
-        t.update(dg, now, |tats| {
+        t.update(dg, &Unpartitioned, now, |tats| {
             let n = Tats {
                 burst: tats.burst.max(now) + dt,
                 sustained: tats.sustained.max(now) + dt,
@@ -378,7 +360,7 @@ mod tests {
 
     #[test]
     fn full_table_fails_closed_and_reclaims_full_slots() {
-        let t = Table::new(4);
+        let t: Table = Table::new(4);
         for n in 0..4 {
             charge(&t, d(n), 0, 100).unwrap();
         }
@@ -388,14 +370,14 @@ mod tests {
         // At 100 the others are full again and may be reclaimed; identity 0 is not.
         assert!(charge(&t, d(9), 100, 100).is_ok());
         assert_eq!(
-            t.peek(d(0), 100),
+            t.peek(d(0)),
             Some(Tats {
                 burst: 200,
                 sustained: 200
             })
         );
         assert_eq!(
-            t.peek(d(9), 100),
+            t.peek(d(9)),
             Some(Tats {
                 burst: 200,
                 sustained: 200
@@ -408,7 +390,7 @@ mod tests {
         assert_eq!(core::mem::size_of::<Slot>(), 64);
         assert_eq!(core::mem::align_of::<Slot>(), 64);
         assert_eq!(
-            Table::new(1000).memory_bytes(),
+            Table::<Identities>::new(1000).memory_bytes(),
             1000 * 64 + core::mem::size_of::<Table>()
         );
     }

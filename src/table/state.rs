@@ -81,8 +81,6 @@ const _: () = assert!(
     MAX_NOW as u128 + crate::profile::MAX_PERIOD_NANOS as u128 + crate::profile::MAX_TOKENS as u128
         <= TAT_MASK
 );
-// A tenant's count, kept in the sustained TAT, fits too.
-const _: () = assert!(crate::profile::MAX_SLOTS_PER_WINDOW as u128 <= TAT_MASK);
 
 /// One slot's state word (see the module doc).
 ///
@@ -126,10 +124,11 @@ impl SlotState {
     pub(crate) fn same_occupant(self, other: SlotState) -> bool {
         (self.0 ^ other.0) & OCCUPANT == 0
     }
-    /// The word a claimer installs: busy, the next generation, both buckets full at `now`.
-    pub(crate) fn claimed(self, now: u64) -> SlotState {
+    /// The word a claimer installs: busy, the next generation, the kind's fresh TATs (for an
+    /// identity both buckets full at the claim time).
+    pub(crate) fn claimed(self, fresh: Tats) -> SlotState {
         let gen = (self.0 & GEN_MASK).wrapping_add(1 << GEN.shift) & GEN_MASK;
-        SlotState(BUSY | OCCUPIED | gen).with_tats(Tats::full(now))
+        SlotState(BUSY | OCCUPIED | gen).with_tats(fresh)
     }
     /// A claim finished: not busy any more.
     pub(crate) fn published(self, t: Tats) -> SlotState {
@@ -174,7 +173,7 @@ mod tests {
 
     #[test]
     fn state_word_round_trips() {
-        let s = SlotState::EMPTY.claimed(7);
+        let s = SlotState::EMPTY.claimed(Tats::full(7));
         assert!(s.is_busy() && !s.is_empty());
         let t = Tats {
             burst: (1 << 60) - 1,
@@ -184,7 +183,7 @@ mod tests {
         assert_eq!(p.tats(), t);
         assert!(!p.is_busy() && !p.is_empty());
         assert!(p.same_occupant(p.with_tats(Tats::full(0))));
-        assert!(!p.same_occupant(p.claimed(0)));
+        assert!(!p.same_occupant(p.claimed(Tats::full(0))));
     }
 
     #[test]

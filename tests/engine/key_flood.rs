@@ -9,6 +9,7 @@ use tollgate_testkit as common;
 use std::time::Duration;
 
 use common::{mock_limiter, profile, ClassSpec, Model};
+use tollgate::profile::Share;
 use tollgate::{Cause, Decision, Key};
 
 const CAPACITY: usize = 1024;
@@ -22,7 +23,11 @@ const TABLE_FULL: Decision = Decision::Unavailable {
 
 #[test]
 fn key_flood_fails_closed_and_never_resets_live_identities() {
-    let (limiter, mock) = mock_limiter(profile(CAPACITY as u64, &[SPEC]));
+    // One tenant that may hold the whole table: this is the table's own fail-closed rule (the
+    // partitions' caps are tested below).
+    let mut p = profile(CAPACITY as u64, &[SPEC]);
+    p.identities.tenant_share = Share::new(1.0).unwrap();
+    let (limiter, mock) = mock_limiter(p);
     let class = limiter.route_class("c0").unwrap();
     let memory = limiter.memory_bytes();
     let mut model = Model::default();
@@ -115,5 +120,165 @@ fn key_flood_fails_closed_and_never_resets_live_identities() {
     // And every live identity is still exactly where the model has it.
     for who in &live {
         step(&mut model, who, now, busy);
+    }
+}
+
+// B3 of the adversarial run: a flood of new identities in one partition (the anonymous
+// pseudo-tenant, or one tenant minting principals) must never refuse another partition's
+// identity. The example profile as it is (default `identities.tenant_share`, 0.5), with the
+// 16,384-slot table with which the lockout began 6 s into the flood.
+
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use tollgate::{Limiter, Profile};
+
+const B3_SLOTS: u64 = 16_384;
+
+fn b3_limiter() -> (Limiter, std::sync::Arc<tollgate::quanta::Mock>) {
+    let mut p = Profile::from_path("examples/profiles/example.yaml").unwrap();
+    p.identities.capacity = tollgate::profile::Capacity::new(B3_SLOTS).unwrap();
+    mock_limiter(p)
+}
+
+/// Flood identities at 2,000/s (`flood(i)` is the i-th), for `secs` seconds on the mock clock,
+/// while acme's and globex's live callers each ask every 100 ms on the `read` class (50/s: full
+/// again between requests, so their slots are reclaimable) and each tenant also brings a new
+/// principal every 100 ms. Returns (flood admitted, flood refused TableFull). Panics if a
+/// tenant's request is refused for any reason.
+fn b3_flood(
+    l: &Limiter,
+    mock: &tollgate::quanta::Mock,
+    secs: u64,
+    flood: impl Fn(u64) -> Key<'static>,
+) -> (u64, u64) {
+    let read = l.route_class("read").unwrap();
+    let (mut admitted, mut full) = (0, 0);
+    for tick in 0..secs * 10 {
+        for i in 0..200 {
+            match l.admit(&flood(tick * 200 + i)) {
+                Decision::Admit => admitted += 1,
+                TABLE_FULL => full += 1,
+                // The anonymous share of a shard's admissions, or a minted principal's bucket.
+                Decision::Unavailable {
+                    cause: Cause::TenantShare,
+                    ..
+                }
+                | Decision::Throttle { .. } => {}
+                d => panic!("a flood identity got {d:?}"),
+            }
+        }
+        for tenant in ["acme", "globex"] {
+            let live = Key::authenticated(tenant, "live", read).unwrap();
+            assert_eq!(
+                l.admit(&live),
+                Decision::Admit,
+                "{tenant}'s live caller at tick {tick}"
+            );
+            let new = format!("new-{tick}");
+            let new = Key::authenticated(tenant, &new, read).unwrap();
+            assert_eq!(
+                l.admit(&new),
+                Decision::Admit,
+                "{tenant}'s new principal at tick {tick}"
+            );
+        }
+        mock.increment(Duration::from_millis(100));
+    }
+    (admitted, full)
+}
+
+fn anonymous_v4(i: u64) -> IpAddr {
+    // A different /24 each time.
+    IpAddr::V4(Ipv4Addr::from((0x0a00_0000 + i as u32 * 256).to_be_bytes()))
+}
+
+#[test]
+fn b3_anonymous_flood_never_locks_out_a_tenant() {
+    let (l, mock) = b3_limiter();
+    let register = l.route_class("registration").unwrap();
+    // 20 s at 2,000/s: 40,000 /24s, more than twice the table; each holds its slot 72 min.
+    let (admitted, full) = b3_flood(&l, &mock, 20, |i| Key::anonymous(anonymous_v4(i), register));
+    eprintln!("anonymous IPv4 flood: {admitted} admitted, {full} TableFull");
+    // The anonymous partition stops at its cap (half the table) and fails closed, alone.
+    assert!(admitted <= B3_SLOTS / 2, "{admitted}");
+    assert!(admitted > B3_SLOTS / 2 - 1_000, "{admitted}");
+    assert!(full > 20_000, "{full}");
+    // After the flood: still nobody else is refused, and the flood stays at its cap.
+    b3_flood(&l, &mock, 2, |i| {
+        Key::anonymous(anonymous_v4(1_000_000 + i), register)
+    });
+}
+
+#[test]
+fn b3_anonymous_ipv6_flood_without_a_proxy_never_locks_out_a_tenant() {
+    let (l, mock) = b3_limiter();
+    let register = l.route_class("registration").unwrap();
+    // A different /56 each time (cheap to have many of).
+    let v6 = |i: u64| {
+        IpAddr::V6(Ipv6Addr::from(
+            (0x2001_0db8u128 << 96) | u128::from(i) << 72,
+        ))
+    };
+    let (admitted, full) = b3_flood(&l, &mock, 15, |i| Key::anonymous(v6(i), register));
+    eprintln!("anonymous IPv6 flood: {admitted} admitted, {full} TableFull");
+    assert!(
+        admitted <= B3_SLOTS / 2 && full > 10_000,
+        "{admitted} {full}"
+    );
+}
+
+#[test]
+fn b3_one_tenant_minting_principals_never_locks_out_another() {
+    let (l, mock) = b3_limiter();
+    let register = l.route_class("registration").unwrap();
+    let names: Vec<&'static str> = (0..30_000u64)
+        .map(|i| &*Box::leak(format!("minted-{i}").into_boxed_str()))
+        .collect();
+    let (admitted, full) = b3_flood(&l, &mock, 15, |i| {
+        Key::authenticated("initech", names[i as usize], register).unwrap()
+    });
+    eprintln!("one tenant minting principals: {admitted} admitted, {full} TableFull");
+    // initech (unlisted, weight 1) holds at most half the table; its refusals are its own.
+    assert!(
+        admitted <= B3_SLOTS / 2 && full > 10_000,
+        "{admitted} {full}"
+    );
+}
+
+/// The second mechanism of B3: a tenant's capacity counter used to live in the identity table
+/// and became reclaimable at every window end, so a new identity could take it and the
+/// tenant's next admission found no slot for its counter (`503` with its buckets fine). Now
+/// counters live in a table of their own: a table full of live identities still admits them.
+#[test]
+fn b3_tenant_counters_never_compete_with_identities() {
+    let p = Profile::from_yaml(
+        "name: counters\nidentities: { capacity: 64, tenant_share: 1 }\nroute_classes:\n  c:\n    \
+         burst: { tokens: 5, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n\
+         shared_capacity: { shards: 1, window: 1s, slots_per_window: 1000, tenant_share: 1 }\n",
+    )
+    .unwrap();
+    let (l, mock) = mock_limiter(p);
+    let c = l.route_class("c").unwrap();
+    let names: Vec<String> = (0..200).map(|i| format!("p{i}")).collect();
+    fn key(n: &str, c: tollgate::RouteClass) -> Key<'_> {
+        Key::authenticated("acme", n, c).unwrap()
+    }
+    // Fill the table with live identities (each owes 36 s of its sustained bucket).
+    let live: Vec<&String> = names
+        .iter()
+        .filter(|n| l.admit(&key(n, c)) == Decision::Admit)
+        .collect();
+    assert!(live.len() >= 48, "{}", live.len());
+    for _ in 0..3 {
+        // A window ends; new identities find no slot (every one is live) ...
+        mock.increment(Duration::from_secs(1));
+        for n in &names {
+            if !live.contains(&n) {
+                assert_eq!(l.admit(&key(n, c)), TABLE_FULL, "{n}");
+            }
+        }
+        // ... and every live identity is still admitted, its counter found.
+        for n in &live {
+            assert_eq!(l.admit(&key(n, c)), Decision::Admit, "{n}");
+        }
     }
 }

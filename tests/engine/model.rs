@@ -99,7 +99,10 @@ proptest! {
         steps in proptest::collection::vec(step_many(), 1..300),
     ) {
         const CAPACITY: usize = 4;
-        let (limiter, mock) = mock_limiter(profile(CAPACITY as u64, &specs));
+        // One tenant that may hold the whole table (the default share is half of it).
+        let mut p = profile(CAPACITY as u64, &specs);
+        p.identities.tenant_share = tollgate::profile::Share::new(1.0).unwrap();
+        let (limiter, mock) = mock_limiter(p);
         let classes = [limiter.route_class("c0").unwrap(), limiter.route_class("c1").unwrap()];
         let mut model = Model::default();
         let mut now = 0u64;

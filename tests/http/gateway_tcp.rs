@@ -23,8 +23,8 @@ tokens:
   globex-carol-token: { tenant: globex, principal: carol }
 "#;
 
-const ALICE: &str = "Bearer acme-alice-token";
-const CAROL: &str = "Bearer globex-carol-token";
+pub(super) const ALICE: &str = "Bearer acme-alice-token";
+pub(super) const CAROL: &str = "Bearer globex-carol-token";
 
 /// One route class per limited route, with small buckets; `{extra}` goes at the top level.
 /// Shared capacity is generous (the tenant counters take identity slots too).
@@ -66,20 +66,20 @@ catalog:
     .unwrap()
 }
 
-struct Gateway {
+pub(super) struct Gateway {
     addr: SocketAddr,
     client: Client<HttpConnector, String>,
     limiter: Arc<Limiter>,
 }
 
-struct Reply {
-    status: StatusCode,
-    headers: HeaderMap,
-    body: Vec<u8>,
+pub(super) struct Reply {
+    pub(super) status: StatusCode,
+    pub(super) headers: HeaderMap,
+    pub(super) body: Vec<u8>,
 }
 
 impl Reply {
-    fn json(&self) -> Value {
+    pub(super) fn json(&self) -> Value {
         serde_json::from_slice(&self.body).unwrap()
     }
     /// Every header name, value and body byte, for leak scans.
@@ -96,7 +96,7 @@ impl Reply {
     }
 }
 
-async fn start(profile: Profile, clock: Option<Clock>, trusted: &[&str]) -> Gateway {
+pub(super) async fn start(profile: Profile, clock: Option<Clock>, trusted: &[&str]) -> Gateway {
     let mut builder = Limiter::builder(profile);
     if let Some(c) = clock {
         builder = builder.clock(c);
@@ -127,7 +127,7 @@ async fn start(profile: Profile, clock: Option<Clock>, trusted: &[&str]) -> Gate
 }
 
 impl Gateway {
-    async fn send(&self, method: Method, path: &str, headers: &[(&str, &str)]) -> Reply {
+    pub(super) async fn send(&self, method: Method, path: &str, headers: &[(&str, &str)]) -> Reply {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("http://{}{}", self.addr, path));

@@ -11,6 +11,7 @@ mod serve;
 mod storm;
 
 mod caller;
+mod flood;
 mod gateway_limits;
 mod gateway_tcp;
 mod layer;

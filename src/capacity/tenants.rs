@@ -1,0 +1,291 @@
+//! The tenants' table: one small fixed table, keyed by the tenant digest (the anonymous
+//! pseudo-tenant is one tenant), of what shared capacity and the identity table count per
+//! tenant. Tenants never compete with identities for space.
+//!
+//! An entry's state word (the table's usual 128-bit word, see `table/state.rs`) holds:
+//!
+//! ```text
+//!  burst TAT field:      the end of the window the tenant's admissions are counted in
+//!  sustained TAT field:  held (36 bits) << 24 | admissions in that window (24 bits)
+//! ```
+//!
+//! `held` is the number of identity-table slots that record the tenant as their partition
+//! (plus claims in flight). An entry may be reclaimed for another tenant only when its window
+//! is over *and* it holds no identity slot, so the entry of a tenant with a live identity is
+//! never lost, and nothing a tenant counts can be lost while it matters.
+
+use crate::bucket::Tats;
+use crate::decision::Cause;
+use crate::identity::{Digest, DigestMap};
+use crate::table::{Apply, Claimer, Kind, Table, Unpartitioned};
+
+const COUNT_BITS: u32 = 24;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+// A window's admissions fit in the count, a table's slots in `held` (60 - 24 = 36 bits).
+const _: () = assert!(crate::profile::MAX_SLOTS_PER_WINDOW <= COUNT_MASK);
+const _: () = assert!(crate::profile::MAX_CAPACITY < 1 << (60 - COUNT_BITS));
+
+/// One tenant's entry, unpacked.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Entry {
+    end: u64,
+    count: u64,
+    held: u64,
+}
+
+impl Entry {
+    fn of(t: Tats) -> Entry {
+        Entry {
+            end: t.burst,
+            count: t.sustained & COUNT_MASK,
+            held: t.sustained >> COUNT_BITS,
+        }
+    }
+    fn tats(self) -> Tats {
+        Tats {
+            burst: self.end,
+            sustained: self.held << COUNT_BITS | self.count,
+        }
+    }
+}
+
+/// The tenants' table kind: an entry is reclaimable once its window is over and it holds no
+/// identity slot; a new entry has a window that is over (its end is the claim time, off every
+/// window grid) and nothing held.
+pub(crate) struct TenantEntries;
+
+impl Kind for TenantEntries {
+    #[inline]
+    fn reclaimable(t: Tats, now: u64) -> bool {
+        let e = Entry::of(t);
+        e.end <= now && e.held == 0
+    }
+    fn fresh(now: u64) -> Tats {
+        Entry {
+            end: now,
+            count: 0,
+            held: 0,
+        }
+        .tats()
+    }
+}
+
+/// The window the tenant counts in for a request in the window ending at `window_end`, and
+/// what it used there: a stored window later than ours on the same grid is the tenant's newer
+/// window (we are late), anything else is over.
+fn window(e: Entry, window_end: u64, window_ns: u64) -> (u64, u64) {
+    // Equality first: the common case, and it spares the division.
+    let same_or_newer =
+        e.end == window_end || (e.end > window_end && (e.end - window_end) % window_ns == 0);
+    if same_or_newer {
+        (e.end, e.count)
+    } else {
+        (window_end, 0)
+    }
+}
+
+/// Each tenant's cap of identity slots: `ceil(capacity * identities.tenant_share * weight)`,
+/// weights from `shared_capacity.tenants` (unlisted tenants and the anonymous pseudo-tenant
+/// have weight 1).
+#[derive(Clone, Debug)]
+pub(crate) struct IdentityCaps {
+    default: u64,
+    listed: DigestMap<u64>,
+}
+
+impl IdentityCaps {
+    pub(crate) fn new(
+        capacity: u64,
+        share: f64,
+        weights: impl Iterator<Item = (Digest, f64)>,
+    ) -> IdentityCaps {
+        let cap = |w| super::CapacityConfig::cap(capacity, share, w);
+        IdentityCaps {
+            default: cap(1.0),
+            listed: weights.map(|(d, w)| (d, cap(w))).collect(),
+        }
+    }
+
+    /// The cap of `tenant`'s partition.
+    pub(crate) fn of(&self, tenant: Digest) -> u64 {
+        self.listed.get(&tenant).copied().unwrap_or(self.default)
+    }
+}
+
+/// The tenants' table.
+pub(crate) struct Tenants {
+    table: Table<TenantEntries>,
+}
+
+impl Tenants {
+    /// The entries for a table of `identities` slots and `listed` listed tenants: a sixteenth
+    /// of the identity table, at least 64 and at most 65,536, plus two per listed tenant.
+    pub(crate) fn entries_for(identities: usize, listed: usize) -> usize {
+        (identities / 16).clamp(64, 1 << 16) + 2 * listed
+    }
+
+    pub(crate) fn new(entries: usize) -> Tenants {
+        Tenants {
+            table: Table::new(entries),
+        }
+    }
+
+    pub(crate) fn memory_bytes(&self) -> usize {
+        self.table.memory_bytes()
+    }
+
+    /// Admissions the tenant holds in the window ending at `window_end` (for `peek`).
+    pub(crate) fn used(&self, tenant: Digest, window_end: u64, window_ns: u64) -> u64 {
+        self.table
+            .peek(tenant)
+            .map_or(0, |t| window(Entry::of(t), window_end, window_ns).1)
+    }
+
+    /// Takes one of the tenant's admissions unless it holds `cap`; returns the end of the
+    /// window it was counted in (for `give_back`), or the refusal.
+    pub(crate) fn take(
+        &self,
+        tenant: Digest,
+        now: u64,
+        (window_end, window_ns): (u64, u64),
+        cap: u64,
+    ) -> Result<u64, Cause> {
+        let taken = self.table.update(tenant, &Unpartitioned, now, |t| {
+            let e = Entry::of(t);
+            let (end, used) = window(e, window_end, window_ns);
+            if used >= cap {
+                Apply::Keep(None)
+            } else {
+                let next = Entry {
+                    end,
+                    count: used + 1,
+                    ..e
+                };
+                Apply::Write(next.tats(), Some(end))
+            }
+        });
+        match taken {
+            Ok(Some(end)) => Ok(end),
+            Ok(None) => Err(Cause::TenantShare),
+            Err(_) => Err(Cause::TableFull),
+        }
+    }
+
+    /// Gives back an admission taken in the window ending at `counted_end`.
+    pub(crate) fn give_back(&self, tenant: Digest, counted_end: u64) {
+        self.table.update_existing(tenant, |t| {
+            let e = Entry::of(t);
+            if e.end == counted_end && e.count > 0 {
+                let count = e.count - 1;
+                Apply::Write(Entry { count, ..e }.tats(), ())
+            } else {
+                Apply::Keep(())
+            }
+        });
+    }
+
+    /// Identity slots the tenant holds (with claims in flight).
+    #[cfg(test)]
+    pub(crate) fn held(&self, tenant: Digest) -> u64 {
+        self.table.peek(tenant).map_or(0, |t| Entry::of(t).held)
+    }
+
+    /// One more identity slot for the tenant unless it holds `cap`. `false` too if the
+    /// tenant has no entry and none can be had (fail closed, for this tenant only).
+    fn hold(&self, tenant: Digest, now: u64, cap: u64) -> bool {
+        let held = self.table.update(tenant, &Unpartitioned, now, |t| {
+            let e = Entry::of(t);
+            if e.held >= cap {
+                Apply::Keep(false)
+            } else {
+                let held = e.held + 1;
+                Apply::Write(Entry { held, ..e }.tats(), true)
+            }
+        });
+        held == Ok(true)
+    }
+
+    /// One identity slot less for the tenant. Its entry is there: it holds the slot.
+    fn unhold(&self, tenant: Digest) {
+        let found = self.table.update_existing(tenant, |t| {
+            let e = Entry::of(t);
+            debug_assert!(e.held > 0, "a tenant gives back a slot it does not hold");
+            match e.held.checked_sub(1) {
+                Some(held) => Apply::Write(Entry { held, ..e }.tats(), ()),
+                None => Apply::Keep(()),
+            }
+        });
+        debug_assert!(found.is_some(), "a tenant holding slots has an entry");
+    }
+}
+
+/// A claim of an identity slot for `tenant`'s partition, as the identity table asks it.
+pub(crate) struct Partition<'a> {
+    pub(crate) tenants: &'a Tenants,
+    pub(crate) caps: &'a IdentityCaps,
+    pub(crate) tenant: Digest,
+}
+
+impl Claimer for Partition<'_> {
+    fn partition(&self) -> Digest {
+        self.tenant
+    }
+    fn reserve(&self, now: u64) -> bool {
+        self.tenants
+            .hold(self.tenant, now, self.caps.of(self.tenant))
+    }
+    fn release(&self, _: u64) {
+        self.tenants.unhold(self.tenant)
+    }
+    fn evict(&self, old: Digest, _: u64) {
+        self.tenants.unhold(old)
+    }
+}
+
+#[cfg(all(test, not(all(tollgate_loom, feature = "loom"))))]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tenant_windows_move_forward_on_their_grid() {
+        let e = |end, count| Entry {
+            end,
+            count,
+            held: 7,
+        };
+        assert_eq!(window(e(2_000, 3), 2_000, 1_000), (2_000, 3));
+        assert_eq!(window(e(3_000, 3), 2_000, 1_000), (3_000, 3), "late");
+        assert_eq!(window(e(1_000, 3), 2_000, 1_000), (2_000, 0), "over");
+        assert_eq!(window(e(2_500, 3), 2_000, 1_000), (2_000, 0), "other grid");
+    }
+
+    #[test]
+    fn an_entry_round_trips_and_is_kept_while_it_holds_slots() {
+        let e = Entry {
+            end: 5,
+            count: COUNT_MASK,
+            held: 1 << 30,
+        };
+        assert_eq!(Entry::of(e.tats()), e);
+        assert!(!TenantEntries::reclaimable(e.tats(), 10), "holds slots");
+        let idle = Entry { held: 0, ..e };
+        assert!(TenantEntries::reclaimable(idle.tats(), 10));
+        assert!(
+            !TenantEntries::reclaimable(idle.tats(), 4),
+            "window not over"
+        );
+        assert_eq!(Entry::of(TenantEntries::fresh(9)).held, 0);
+    }
+
+    #[test]
+    fn holds_stop_at_the_cap_and_count_back() {
+        let t = Tenants::new(64);
+        let a = Digest { hi: 1, lo: 3 };
+        assert!(t.hold(a, 0, 2) && t.hold(a, 0, 2));
+        assert!(!t.hold(a, 0, 2));
+        t.unhold(a);
+        assert_eq!(t.held(a), 1);
+        assert!(t.hold(a, 0, 2));
+        assert_eq!(t.held(a), 2);
+    }
+}

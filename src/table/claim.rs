@@ -1,0 +1,248 @@
+//! The claim path: a new identity takes a slot for its partition, or finds that another thread
+//! inserted it meanwhile. Cold: an identity already in its window never comes here.
+//!
+//! Partitions share the table fairly. A claim of a never-used slot, or of another partition's
+//! reclaimable slot, first reserves a slot of its own partition's cap ([`Claimer::reserve`]);
+//! a partition at its cap may still reclaim its own reclaimable slots, which costs it nothing.
+//! Reclaiming another partition's slot gives that partition one back ([`Claimer::evict`]). So a
+//! partition's count is the number of slots that record it (plus claims in flight), and no
+//! partition holds more than its cap: a flood of new identities in one partition is refused
+//! at that partition's cap and never takes a slot another partition needs beyond it.
+//!
+//! The scan prefers, in this order: a reclaimable slot of the claimer's own partition (free),
+//! then a never-used slot, then another partition's reclaimable slot (whose occupant, full but
+//! perhaps a light live caller, must then claim again).
+
+use super::{Kind, Slot, SlotState, Table, TableFull, WINDOW};
+use crate::bucket::Tats;
+use crate::identity::Digest;
+use crate::sync::{Ordering, SpinWait};
+use crate::table::Apply;
+
+/// The partition a claim is made for, and its account of occupied slots. Called only on the
+/// claim path (an identity not in the table yet), never for an update of a present identity.
+pub(crate) trait Claimer {
+    /// The claimer's partition (never [`Digest::NONE`] unless the table is unpartitioned).
+    fn partition(&self) -> Digest;
+    /// Takes one slot of the partition's cap; `false` at the cap (the claim is refused).
+    fn reserve(&self, now: u64) -> bool;
+    /// Gives back a slot `reserve` took that the claim did not use.
+    fn release(&self, now: u64);
+    /// A claim took a slot of partition `old` (not the claimer's, not `NONE`): one less for it.
+    fn evict(&self, old: Digest, now: u64);
+}
+
+/// A table with no partitions: every claim is allowed and nothing is counted.
+pub(crate) struct Unpartitioned;
+
+impl Claimer for Unpartitioned {
+    fn partition(&self) -> Digest {
+        Digest::NONE
+    }
+    fn reserve(&self, _: u64) -> bool {
+        true
+    }
+    fn release(&self, _: u64) {}
+    fn evict(&self, _: Digest, _: u64) {}
+}
+
+pub(super) enum Claimed<R> {
+    /// Claimed a slot, applied the update and published it.
+    Done(R),
+    /// Another thread inserted the identity meanwhile: update it there.
+    Found(usize, SlotState),
+}
+
+/// A slot the claim may take: `own` if its occupant seemed to be of the claimer's partition
+/// (read before the slot is held, so only a hint; checked again once it is).
+#[derive(Clone, Copy)]
+struct Candidate {
+    i: usize,
+    seen: SlotState,
+    own: bool,
+}
+
+enum Pick {
+    Found(usize, SlotState),
+    /// Not in its window; the slot to claim, if any.
+    Absent(Option<Candidate>),
+    /// A claim for this very digest is in progress; look again when it is published.
+    Wait,
+}
+
+enum Attempt<R> {
+    Done(R),
+    /// Lost a race for the slot or the commit: scan again.
+    Retry,
+    /// The partition is at its cap and the window has no slot of its own to reuse.
+    Full,
+}
+
+impl<K: Kind> Table<K> {
+    /// The path of an identity the first scan did not find.
+    #[cold]
+    pub(super) fn claim_path<R>(
+        &self,
+        d: Digest,
+        home: usize,
+        claimer: &impl Claimer,
+        now: u64,
+        f: &mut impl FnMut(Tats) -> Apply<R>,
+    ) -> Result<Claimed<R>, TableFull> {
+        let spin = SpinWait::new();
+        let own = claimer.partition();
+        loop {
+            // Acquire: a claim committed before this load has its digest visible to the scan.
+            let seq = self.slots[home].claims.load(Ordering::Acquire);
+            match self.claim_scan(d, home, own, now) {
+                Pick::Found(i, seen) => return Ok(Claimed::Found(i, seen)),
+                Pick::Wait => spin.snooze(),
+                Pick::Absent(None) => return Err(TableFull),
+                Pick::Absent(Some(c)) => match self.claim(d, (home, seq), c, claimer, now, f) {
+                    Attempt::Done(r) => return Ok(Claimed::Done(r)),
+                    Attempt::Retry => {}
+                    Attempt::Full => return Err(TableFull),
+                },
+            }
+        }
+    }
+
+    /// Looks for `d` in its window and picks the slot a claim for partition `own` would take.
+    fn claim_scan(&self, d: Digest, home: usize, own: Digest, now: u64) -> Pick {
+        let (mut mine, mut other) = (None, None);
+        for k in 0..WINDOW.min(self.slots.len()) {
+            let (i, slot) = self.at(home, k);
+            // Acquire: pairs with the Release publish of the claim that wrote this digest.
+            let seen = slot.state.load(Ordering::Acquire);
+            if seen.is_empty() {
+                // Never used: nothing was ever placed beyond it for this home. Preferred to
+                // another partition's slot, whose occupant may be a light live caller.
+                let empty = Candidate {
+                    i,
+                    seen,
+                    own: false,
+                };
+                return Pick::Absent(mine.or(Some(empty)));
+            }
+            let hit = slot.digest() == d;
+            if seen.is_busy() {
+                if hit {
+                    return Pick::Wait;
+                }
+                continue;
+            }
+            if hit {
+                return Pick::Found(i, seen);
+            }
+            if mine.is_none() && K::reclaimable(seen.tats(), now) {
+                let own = slot.partition() == own;
+                let c = Candidate { i, seen, own };
+                if own {
+                    mine = Some(c);
+                } else if other.is_none() {
+                    other = Some(c);
+                }
+            }
+        }
+        Pick::Absent(mine.or(other))
+    }
+
+    /// Claims the candidate slot for `d` (the home's claim counter read as `seq` before the
+    /// scan), settles the partitions' counts, commits the claim, applies `f` and publishes.
+    fn claim<R>(
+        &self,
+        d: Digest,
+        (home, seq): (usize, u64),
+        c: Candidate,
+        claimer: &impl Claimer,
+        now: u64,
+        f: &mut impl FnMut(Tats) -> Apply<R>,
+    ) -> Attempt<R> {
+        let own = claimer.partition();
+        // A slot that is not (or seemed not to be) our partition's costs one of our cap: a
+        // partition at its cap is refused here, before it touches any slot.
+        let mut reserved = !c.own;
+        if reserved && !claimer.reserve(now) {
+            return Attempt::Full;
+        }
+        let slot: &Slot = &self.slots[c.i];
+        let busy = c.seen.claimed(K::fresh(now));
+        // Acquire on success: the digest stores below must not become visible before the word
+        // is BUSY, or a reader could match the new digest against the old occupant's word; and
+        // it reads the word the old occupant's claim published (or a CAS in its release
+        // sequence), so that claim's partition store is visible below. Failure Relaxed: we
+        // start over with fresh Acquire loads.
+        if slot
+            .state
+            .compare_exchange(c.seen, busy, Ordering::Acquire, Ordering::Relaxed)
+            .is_err()
+        {
+            if reserved {
+                claimer.release(now);
+            }
+            return Attempt::Retry;
+        }
+        // Exact now (see the Acquire above).
+        let old = if c.seen.is_empty() {
+            Digest::NONE
+        } else {
+            slot.partition()
+        };
+        if !c.seen.is_empty() && old == own {
+            // Our own slot: it is counted for us already.
+            if reserved {
+                claimer.release(now);
+            }
+        } else {
+            if !reserved {
+                if !claimer.reserve(now) {
+                    // It seemed ours but is another partition's, and we are at our cap: put the
+                    // old occupant back as it was (same digest, partition and word, so a CAS
+                    // prepared against that word is still right). Release: as a publish.
+                    slot.state.store(c.seen, Ordering::Release);
+                    return Attempt::Full;
+                }
+                reserved = true;
+            }
+            if old != Digest::NONE {
+                claimer.evict(old, now);
+            }
+        }
+        debug_assert!(reserved || old == own);
+        slot.set_digest(d);
+        slot.set_partition(own);
+        // AcqRel: Release publishes the digest to any later claimer of this home (it loads
+        // `claims` with Acquire before scanning, and then finds our BUSY slot and waits);
+        // Acquire orders us after the claim we saw committed.
+        let committed = self.slots[home]
+            .claims
+            .compare_exchange(
+                seq,
+                seq.wrapping_add(1),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok();
+        if !committed {
+            // Another claim for this home committed since our scan, perhaps for `d`. Give the
+            // slot back as a reclaimable one that matches nobody and is counted for nobody
+            // (our partition had it counted, reserved or reused: one back). It stays OCCUPIED:
+            // a scan that passed it while BUSY may have placed an identity beyond it.
+            slot.set_digest(Digest::NONE);
+            slot.set_partition(Digest::NONE);
+            claimer.release(now);
+            // Release: the cleared digest is visible with the word that frees the slot.
+            slot.state
+                .store(busy.published(busy.tats()), Ordering::Release);
+            return Attempt::Retry;
+        }
+        let (tats, r) = match f(busy.tats()) {
+            Apply::Write(tats, r) => (tats, r),
+            Apply::Keep(r) => (busy.tats(), r),
+        };
+        // Release: publishes the digest and partition with the word (pairs with the scans'
+        // Acquire).
+        slot.state.store(busy.published(tats), Ordering::Release);
+        Attempt::Done(r)
+    }
+}
