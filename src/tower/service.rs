@@ -90,9 +90,6 @@ where
     }
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
-        // The clone that was made ready is the one to call; the fresh clone stays for next time.
-        let clone = self.inner.clone();
-        let mut inner = core::mem::replace(&mut self.inner, clone);
         let options = self.options;
         let state = &self.state;
         let step = state.with_compiled(|compiled| {
@@ -145,7 +142,8 @@ where
             )
         });
         match step {
-            Step::Unlimited => ResponseFuture::pass_through(inner.call(request)),
+            // Called here, in `call`, right after `poll_ready`: no clone of the inner service.
+            Step::Unlimited => ResponseFuture::pass_through(self.inner.call(request)),
             Step::Admitted(mut stamp, outcome) => {
                 if options.request_id_on_every_response {
                     let id = RequestId::from_headers(request.headers());
@@ -156,10 +154,14 @@ where
                 if options.outcome_in_request {
                     request.extensions_mut().insert(outcome);
                 }
-                ResponseFuture::admitted(inner.call(request), stamp)
+                ResponseFuture::admitted(self.inner.call(request), stamp)
             }
             Step::Refused(response) => ResponseFuture::refused(response),
             Step::Wait(wait) => {
+                // The inner service is called after the wait: the clone that was made ready
+                // goes into the future, and a fresh clone stays for next time.
+                let clone = self.inner.clone();
+                let inner = core::mem::replace(&mut self.inner, clone);
                 ResponseFuture::waiting(Box::pin(wait_and_respond(inner, request, wait)))
             }
         }
