@@ -15,15 +15,18 @@ use super::outcome::RateLimitOutcome;
 use super::service::Options;
 use super::state::{CompiledProfile, LayerState};
 use crate::admission::Admission;
-use crate::http::{Answer, Caller, RequestId, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID};
+use crate::decision::Remaining;
+use crate::http::{
+    remaining_header, Answer, Caller, RequestId, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID,
+};
 
 /// What an admitted response gets on its way out: computed in `call`, written when the inner
 /// service answers.
 pub(super) struct Stamp {
     /// `RateLimit-Policy` (an interned value: its clone copies a pointer).
     pub(super) policy: HeaderValue,
-    /// `RateLimit`, where the profile opts in.
-    pub(super) remaining: Option<HeaderValue>,
+    /// The caller's own remaining tokens, for `RateLimit`, where the profile opts in.
+    pub(super) remaining: Option<Remaining>,
     /// `X-Request-Id`, where the layer was asked for ids on every response.
     pub(super) request_id: Option<HeaderValue>,
     /// Where the layer was asked for outcomes in responses.
@@ -35,7 +38,7 @@ impl Stamp {
         let headers = response.headers_mut();
         headers.insert(RATELIMIT_POLICY, self.policy);
         if let Some(r) = self.remaining {
-            headers.insert(RATELIMIT, r);
+            headers.insert(RATELIMIT, remaining_header(r));
         }
         if let Some(id) = self.request_id {
             headers.insert(X_REQUEST_ID, id);
@@ -187,7 +190,7 @@ where
     }
     let stamp = Stamp {
         policy: entry.policy().clone(),
-        remaining: remaining.map(crate::http::remaining_header),
+        remaining,
         request_id,
         outcome: options.outcome_in_response.then_some(outcome),
     };

@@ -12,7 +12,7 @@ use super::future::{wait_and_respond, ResponseFuture, Stamp, Wait};
 use super::outcome::RateLimitOutcome;
 use super::state::LayerState;
 use crate::admission::Admission;
-use crate::http::{remaining_header, Answer, KeyExtractor, PeerExtractor, RequestId, X_REQUEST_ID};
+use crate::http::{Answer, KeyExtractor, PeerExtractor, RequestId, X_REQUEST_ID};
 
 /// What the layer was asked to add beyond the contract's headers (see the
 /// [`RateLimitLayer`](super::RateLimitLayer) methods). The default adds nothing, so that an
@@ -66,10 +66,11 @@ enum Step<B, A, X> {
     Unlimited,
     /// Admitted: call the inner service, then stamp its response.
     Admitted(Stamp, RateLimitOutcome),
-    /// Refused: the answer is ready.
-    Refused(Response<B>),
+    /// Refused: the answer is ready (boxed, like the waiting case: both are off the admitted
+    /// path, and a small `Step` is cheap to hand out of the thread-local cache).
+    Refused(Box<Response<B>>),
     /// The backend waits for its decision.
-    Wait(Wait<A, X>),
+    Wait(Box<Wait<A, X>>),
 }
 
 impl<S, A, X, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, A, X>
@@ -103,13 +104,13 @@ where
             let caller = state.extractor.caller(&request);
             let key = caller.key(entry.class());
             let Some(verdict) = state.admission.evaluate_now(&key) else {
-                return Step::Wait(Wait {
+                return Step::Wait(Box::new(Wait {
                     state: Arc::clone(state),
                     compiled: Arc::clone(compiled),
                     route,
                     caller,
                     options,
-                });
+                }));
             };
             let profile = &*compiled.profile;
             let remaining = if profile.expose_remaining {
@@ -125,7 +126,7 @@ where
             if verdict.decision.is_admit() {
                 let stamp = Stamp {
                     policy: entry.policy().clone(),
-                    remaining: remaining.map(remaining_header),
+                    remaining,
                     request_id: None,
                     outcome: options.outcome_in_response.then_some(outcome),
                 };
@@ -156,13 +157,13 @@ where
                 }
                 ResponseFuture::admitted(self.inner.call(request), stamp)
             }
-            Step::Refused(response) => ResponseFuture::refused(response),
+            Step::Refused(response) => ResponseFuture::refused(*response),
             Step::Wait(wait) => {
                 // The inner service is called after the wait: the clone that was made ready
                 // goes into the future, and a fresh clone stays for next time.
                 let clone = self.inner.clone();
                 let inner = core::mem::replace(&mut self.inner, clone);
-                ResponseFuture::waiting(Box::pin(wait_and_respond(inner, request, wait)))
+                ResponseFuture::waiting(Box::pin(wait_and_respond(inner, request, *wait)))
             }
         }
     }
@@ -188,5 +189,5 @@ fn refuse<ReqBody, B: From<Vec<u8>>, A, X>(
     if options.outcome_in_response {
         refusal.extensions_mut().insert(outcome);
     }
-    Step::Refused(refusal)
+    Step::Refused(Box::new(refusal))
 }
