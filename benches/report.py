@@ -23,7 +23,8 @@ def median(path):
 
 HOT = "hot_key/tollgate_admit"
 RND = "random_1m_keys/tollgate_admit/1000000"
-# (label, bench, [(ratio label, numerator, denominator)])
+# (label, bench, [(ratio label, numerator, denominator[, base])]); with a base, the ratio is
+# (numerator - base) / (denominator - base).
 ROWS = [
     ("hot key: tollgate admit (string key, hashing, clock, CAS)", HOT, [
         ("governor direct / tollgate", "hot_key/governor_direct", HOT),
@@ -56,8 +57,12 @@ ROWS = [
     ("C ABI: `tg_admit`", "ffi_hot_key/tg_admit", [
         ("tg_admit - admit (ns)", "ffi_hot_key/tg_admit", "ffi_hot_key/rust_admit")]),
     ("HTTP: axum router alone", "http_layer/axum", []),
+    ("HTTP: with tower_governor's GovernorLayer (peer IP)", "http_layer/axum+tower_governor", [
+        ("added (ns)", "http_layer/axum+tower_governor", "http_layer/axum")]),
     ("HTTP: with RateLimitLayer, anonymous", "http_layer/axum+tollgate_anonymous", [
-        ("added (ns)", "http_layer/axum+tollgate_anonymous", "http_layer/axum")]),
+        ("added (ns)", "http_layer/axum+tollgate_anonymous", "http_layer/axum"),
+        ("added / tower_governor's added", "http_layer/axum+tollgate_anonymous",
+         "http_layer/axum+tower_governor", "http_layer/axum")]),
     ("HTTP: with RateLimitLayer, authenticated", "http_layer/axum+tollgate_authenticated", [
         ("added (ns)", "http_layer/axum+tollgate_authenticated", "http_layer/axum")]),
 ]
@@ -71,9 +76,15 @@ for label, bench, ratios in ROWS:
     if ns is None:
         continue
     cells = []
-    for rlabel, num, den in ratios:
+    for rlabel, num, den, *base in ratios:
         a, b = median(num), median(den)
         if a is None or b is None:
+            continue
+        if base:
+            # A ratio of what two layers add to the same base.
+            c = median(base[0])
+            if c is not None:
+                cells.append(f"{rlabel} = {(a - c) / (b - c):.2f}")
             continue
         cells.append(f"{rlabel} = {a - b:.1f}" if "(ns)" in rlabel else f"{rlabel} = {a / b:.2f}")
     print(f"| {label} | {ns:.1f} | {'; '.join(cells)} |")

@@ -22,6 +22,14 @@ pub trait Admission: Send + Sync + 'static {
     fn route_class(&self, name: &str) -> Option<RouteClass>;
     /// The profile in force (a snapshot; a middleware recompiles its routes when it changes).
     fn profile(&self) -> Arc<Profile>;
+    /// A number that changes whenever the profile in force does (every reload), so that a
+    /// middleware can keep what it derived from the profile (compiled routes) and notice a
+    /// reload by one load of a word no request writes. `None` (the default) where the backend
+    /// keeps none: the middleware then compares [`Admission::profile`] snapshots per request.
+    #[inline]
+    fn generation(&self) -> Option<u64> {
+        None
+    }
     /// Decides one request and charges it if admitted.
     fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send;
     /// [`Admission::admit`], also telling what the profile computed when shadow mode let a
@@ -35,6 +43,23 @@ pub trait Admission: Send + Sync + 'static {
                 computed: decision,
             }
         }
+    }
+    /// [`Admission::evaluate`] answered synchronously, for a backend that decides without
+    /// waiting (the embedded [`Limiter`]): a middleware then needs no future of its own for
+    /// the decision. `None` (the default) sends the middleware to [`Admission::evaluate`];
+    /// a backend that returns `None` here must not have charged anything.
+    #[inline]
+    fn evaluate_now(&self, key: &Key<'_>) -> Option<Verdict> {
+        let _ = key;
+        None
+    }
+    /// [`Admission::remaining`] answered synchronously, asked only after
+    /// [`Admission::evaluate_now`] answered (and only when the profile's `expose_remaining` is
+    /// true). The default, `None`, leaves the `RateLimit` header out.
+    #[inline]
+    fn remaining_now(&self, key: &Key<'_>) -> Option<Remaining> {
+        let _ = key;
+        None
     }
     /// The caller's own remaining tokens, charging nothing (asked only when the profile's
     /// `expose_remaining` is true); `None` where the backend cannot tell without a round trip
@@ -51,6 +76,18 @@ impl Admission for Limiter {
     }
     fn profile(&self) -> Arc<Profile> {
         Limiter::profile(self)
+    }
+    #[inline]
+    fn generation(&self) -> Option<u64> {
+        Some(Limiter::generation(self))
+    }
+    #[inline]
+    fn evaluate_now(&self, key: &Key<'_>) -> Option<Verdict> {
+        Some(Limiter::evaluate(self, key))
+    }
+    #[inline]
+    fn remaining_now(&self, key: &Key<'_>) -> Option<Remaining> {
+        Some(Limiter::remaining(self, key))
     }
     /// Decided before the future is returned: it is ready at once.
     #[inline]
@@ -72,6 +109,18 @@ impl<T: Admission> Admission for Arc<T> {
     }
     fn profile(&self) -> Arc<Profile> {
         (**self).profile()
+    }
+    #[inline]
+    fn generation(&self) -> Option<u64> {
+        (**self).generation()
+    }
+    #[inline]
+    fn evaluate_now(&self, key: &Key<'_>) -> Option<Verdict> {
+        (**self).evaluate_now(key)
+    }
+    #[inline]
+    fn remaining_now(&self, key: &Key<'_>) -> Option<Remaining> {
+        (**self).remaining_now(key)
     }
     #[inline]
     fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send {

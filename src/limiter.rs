@@ -317,6 +317,12 @@ impl Limiter {
         self.table.capacity()
     }
 
+    /// Changes on every reload (for middleware caches of what they derive from the profile).
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.engine.config.generation()
+    }
+
     /// The profile in force (a snapshot: a later reload does not change it).
     pub fn profile(&self) -> Arc<Profile> {
         self.engine.profile()

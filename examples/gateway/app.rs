@@ -85,7 +85,9 @@ pub fn router(limiter: Arc<Limiter>, tokens: Tokens, trusted_proxies: Vec<Cidr>)
     let extractor = PeerExtractor::new()
         .trust_proxies(trusted_proxies)
         .peer_addr_from(|e| e.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
-    let rate_limit = RateLimitLayer::with_extractor(Arc::clone(&limiter), extractor);
+    // Ids on every response: the 401 below and the handlers' logs use the layer's id.
+    let rate_limit = RateLimitLayer::with_extractor(Arc::clone(&limiter), extractor)
+        .request_id_on_every_response();
     let tokens = Arc::new(tokens);
     Router::new()
         .route("/v1/items", get(list_items).post(create_item))

@@ -121,6 +121,13 @@ impl ConfigCell {
         self.generation.fetch_add(1, Ordering::Release);
     }
 
+    /// Bumped by every `store`: a reader that saw a value may keep what it derived from the
+    /// config until the value changes (Acquire: pairs with the Release bump in `store`).
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
     /// The current config, for the hot path.
     #[inline]
     pub(crate) fn get(&self) -> ConfigRef<'_> {

@@ -63,6 +63,26 @@ pub fn policy_header(limits: &RouteClassLimits) -> HeaderValue {
     HeaderValue::from_str(&s).expect("names and integers are a valid header value")
 }
 
+/// [`policy_header`], as a value whose clones share nothing: the text is interned for the life
+/// of the process (one copy per distinct policy ever compiled, some 50 bytes each; a reload to
+/// the same numbers adds nothing), so that the clone each admitted response gets copies a
+/// pointer instead of counting a reference on a line every core writes.
+pub(crate) fn interned_policy_header(limits: &RouteClassLimits) -> HeaderValue {
+    static INTERNED: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
+    let value = policy_header(limits);
+    let text = value.to_str().expect("policy_header writes ASCII");
+    let mut interned = INTERNED.lock();
+    let text: &'static str = match interned.iter().find(|s| **s == text) {
+        Some(s) => s,
+        None => {
+            let s: &'static str = Box::leak(text.into());
+            interned.push(s);
+            s
+        }
+    };
+    HeaderValue::from_static(text)
+}
+
 /// `RateLimit` for the caller's own buckets: `"burst";r=49, "sustained";r=5999`.
 pub fn remaining_header(remaining: Remaining) -> HeaderValue {
     let s = format!(

@@ -19,8 +19,8 @@
 //!
 //! | decision | status | headers | body |
 //! | --- | --- | --- | --- |
-//! | `Admit` | the handler's | `RateLimit-Policy`, `RateLimit` (opt-in), `X-Request-Id` | the handler's |
-//! | `Throttle` | 429 | the above, `Retry-After`, `Cache-Control: no-store` | [`Problem`] |
+//! | `Admit` | the handler's | `RateLimit-Policy`, `RateLimit` (opt-in), `X-Request-Id` ([`Answer`]; the tower layer only when asked) | the handler's |
+//! | `Throttle` | 429 | the above with `X-Request-Id`, `Retry-After`, `Cache-Control: no-store` | [`Problem`] |
 //! | `Unavailable` | 503 | the above, `Retry-After` only where computable, `Cache-Control: no-store` | [`Problem`] |
 //!
 //! Nothing written here is computed from another caller: the wait is the caller's own bucket or

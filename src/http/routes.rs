@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ::http::header::HeaderValue;
 use ::http::Method;
 
-use super::headers::policy_header;
+use super::headers::interned_policy_header;
 use crate::identity::RouteClass;
 use crate::profile::Profile;
 
@@ -38,11 +38,8 @@ impl RouteEntry {
     pub fn class_name(&self) -> &str {
         &self.class_name
     }
-    /// The route class name, shared (for outcomes that outlive the table's borrow).
-    pub(crate) fn class_name_arc(&self) -> &Arc<str> {
-        &self.class_name
-    }
-    /// The class's `RateLimit-Policy` value, computed once.
+    /// The class's `RateLimit-Policy` value, computed once per profile (its clones copy a
+    /// pointer: the text is interned).
     pub fn policy(&self) -> &HeaderValue {
         &self.policy
     }
@@ -110,7 +107,7 @@ impl RouteTable {
                     segments,
                     class,
                     class_name: r.class.as_str().into(),
-                    policy: policy_header(limits),
+                    policy: interned_policy_header(limits),
                 })
             })
             .collect();

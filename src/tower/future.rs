@@ -1,39 +1,159 @@
-//! The response future: the decision (which may wait for a store) and the inner call.
+//! The response future: a named enum, so that no request allocates where the backend decides
+//! at once (the embedded [`Limiter`](crate::Limiter)). Only a backend that waits (Redis) gets a
+//! boxed future for its wait.
 
 use core::future::Future;
 use core::pin::Pin;
+use core::task::{ready, Context, Poll};
 use std::sync::Arc;
 
+use ::http::header::HeaderValue;
 use ::http::{Request, Response};
 use ::tower::Service;
 
 use super::outcome::RateLimitOutcome;
+use super::service::Options;
 use super::state::{CompiledProfile, LayerState};
 use crate::admission::Admission;
-use crate::http::{Answer, Caller, RequestId};
+use crate::decision::Remaining;
+use crate::http::{
+    remaining_header, Answer, Caller, RequestId, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID,
+};
 
-/// The response future of [`RateLimit`](super::RateLimit).
-///
-/// Boxed: one allocation per limited request, since the backend's decision future has no name
-/// to put in a type. A request that matches no route is boxed as well, untouched.
-pub type ResponseFuture<R, E> = Pin<Box<dyn Future<Output = Result<R, E>> + Send>>;
+/// What an admitted response gets on its way out: computed in `call`, written when the inner
+/// service answers.
+pub(super) struct Stamp {
+    /// `RateLimit-Policy` (an interned value: its clone copies a pointer).
+    pub(super) policy: HeaderValue,
+    /// The caller's own remaining tokens, for `RateLimit`, where the profile opts in.
+    pub(super) remaining: Option<Remaining>,
+    /// `X-Request-Id`, where the layer was asked for ids on every response.
+    pub(super) request_id: Option<HeaderValue>,
+    /// Where the layer was asked for outcomes in responses.
+    pub(super) outcome: Option<RateLimitOutcome>,
+}
 
-/// Decides a request that matched the route at `route` of `compiled`, and answers the refusal
-/// or calls `inner` and adds the rate-limit headers to its response.
-pub(super) async fn respond<S, A, X, ReqBody, ResBody>(
+impl Stamp {
+    fn write<B>(self, response: &mut Response<B>) {
+        let headers = response.headers_mut();
+        headers.insert(RATELIMIT_POLICY, self.policy);
+        if let Some(r) = self.remaining {
+            headers.insert(RATELIMIT, remaining_header(r));
+        }
+        if let Some(id) = self.request_id {
+            headers.insert(X_REQUEST_ID, id);
+        }
+        if let Some(o) = self.outcome {
+            response.extensions_mut().insert(o);
+        }
+    }
+}
+
+/// A boxed future, for a backend that waits for its decision.
+type Waiting<B, E> = Pin<Box<dyn Future<Output = Result<Response<B>, E>> + Send>>;
+
+pin_project_lite::pin_project! {
+    /// The response future of [`RateLimit`](super::RateLimit): the inner service's future,
+    /// passed through (unlimited route) or stamped with the rate-limit headers (admitted), or
+    /// the layer's own refusal, ready at once. None of these allocates; a backend that waits
+    /// for its decision (Redis) is the one case boxed.
+    pub struct ResponseFuture<F, B, E> {
+        #[pin]
+        kind: Kind<F, B, E>,
+    }
+}
+
+pin_project_lite::pin_project! {
+    #[project = KindProj]
+    enum Kind<F, B, E> {
+        PassThrough { #[pin] inner: F },
+        Admitted { #[pin] inner: F, stamp: Option<Stamp> },
+        Refused { response: Option<Response<B>> },
+        Waiting { future: Waiting<B, E> },
+    }
+}
+
+impl<F, B, E> ResponseFuture<F, B, E> {
+    pub(super) fn pass_through(inner: F) -> Self {
+        ResponseFuture {
+            kind: Kind::PassThrough { inner },
+        }
+    }
+    pub(super) fn admitted(inner: F, stamp: Stamp) -> Self {
+        ResponseFuture {
+            kind: Kind::Admitted {
+                inner,
+                stamp: Some(stamp),
+            },
+        }
+    }
+    pub(super) fn refused(response: Response<B>) -> Self {
+        ResponseFuture {
+            kind: Kind::Refused {
+                response: Some(response),
+            },
+        }
+    }
+    pub(super) fn waiting(future: Waiting<B, E>) -> Self {
+        ResponseFuture {
+            kind: Kind::Waiting { future },
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F, B, E>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+{
+    type Output = Result<Response<B>, E>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::PassThrough { inner } => inner.poll(cx),
+            KindProj::Admitted { inner, stamp } => {
+                let mut response = ready!(inner.poll(cx))?;
+                if let Some(stamp) = stamp.take() {
+                    stamp.write(&mut response);
+                }
+                Poll::Ready(Ok(response))
+            }
+            KindProj::Refused { response } => Poll::Ready(Ok(response
+                .take()
+                .expect("a refused ResponseFuture polled after it answered"))),
+            KindProj::Waiting { future } => future.as_mut().poll(cx),
+        }
+    }
+}
+
+/// Everything a request that waits for its backend carries into its future.
+pub(super) struct Wait<A, X> {
+    pub(super) state: Arc<LayerState<A, X>>,
+    pub(super) compiled: Arc<CompiledProfile>,
+    pub(super) route: usize,
+    pub(super) caller: Caller,
+    pub(super) options: Options,
+}
+
+/// Decides a request on a backend that waits (which `call` could not decide at once), and
+/// answers the refusal or calls `inner` and adds the rate-limit headers to its response.
+pub(super) async fn wait_and_respond<S, A, X, ReqBody, ResBody>(
     mut inner: S,
     mut request: Request<ReqBody>,
-    state: Arc<LayerState<A, X>>,
-    compiled: Arc<CompiledProfile>,
-    route: usize,
-    caller: Caller,
-    request_id: RequestId,
+    wait: Wait<A, X>,
 ) -> Result<Response<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     A: Admission,
     ResBody: From<Vec<u8>>,
 {
+    let Wait {
+        state,
+        compiled,
+        route,
+        caller,
+        options,
+    } = wait;
     let entry = compiled.routes.entry(route);
     let profile = &*compiled.profile;
     let key = caller.key(entry.class());
@@ -46,20 +166,35 @@ where
     let outcome = RateLimitOutcome {
         decision: verdict.computed,
         class: entry.class(),
-        class_name: Arc::clone(entry.class_name_arc()),
         enforced: !verdict.is_shadowed(),
-        request_id: request_id.clone(),
     };
-    let answer = Answer::new(verdict.decision, profile, &request_id)
-        .with_policy(entry.policy())
-        .with_remaining(remaining);
-    if let Some(mut refusal) = answer.refusal::<ResBody>() {
-        refusal.extensions_mut().insert(outcome);
+    if !verdict.decision.is_admit() {
+        let request_id = RequestId::from_headers(request.headers());
+        let answer = Answer::new(verdict.decision, profile, &request_id)
+            .with_policy(entry.policy())
+            .with_remaining(remaining);
+        let mut refusal = answer.refusal::<ResBody>().expect("not an admit");
+        if options.outcome_in_response {
+            refusal.extensions_mut().insert(outcome);
+        }
         return Ok(refusal);
     }
-    request.extensions_mut().insert(outcome.clone());
+    let request_id = options.request_id_on_every_response.then(|| {
+        let id = RequestId::from_headers(request.headers());
+        let value = id.header_value().clone();
+        request.headers_mut().insert(X_REQUEST_ID, value.clone());
+        value
+    });
+    if options.outcome_in_request {
+        request.extensions_mut().insert(outcome);
+    }
+    let stamp = Stamp {
+        policy: entry.policy().clone(),
+        remaining,
+        request_id,
+        outcome: options.outcome_in_response.then_some(outcome),
+    };
     let mut response = inner.call(request).await?;
-    answer.write_headers(response.headers_mut());
-    response.extensions_mut().insert(outcome);
+    stamp.write(&mut response);
     Ok(response)
 }

@@ -1,32 +1,71 @@
-//! The layer: configuration only (backend and extractor); the work is in the service.
+//! The layer: configuration only (backend, extractor, options); the work is in the service.
 
 use core::fmt;
 use std::sync::Arc;
 
 use ::tower::Layer;
 
-use super::service::RateLimit;
+use super::service::{Options, RateLimit};
 use super::state::LayerState;
 use crate::admission::Admission;
 use crate::http::{KeyExtractor, PeerExtractor};
 
 /// Rate-limits a tower service; see the [module docs](super). `Clone` and cheap to clone: every
 /// clone shares the backend and the compiled routes.
+///
+/// By default an admitted response gets `RateLimit-Policy` (and `RateLimit` where the profile
+/// opts in) and nothing else: no request id and no [`RateLimitOutcome`](super::RateLimitOutcome)
+/// in the extensions, so that an admitted request allocates nothing in the layer. A refusal
+/// always carries a request id, in its `X-Request-Id` header and its body: the caller's own
+/// when it sent one well-formed `X-Request-Id`, else a generated one. The methods below opt
+/// into more.
 pub struct RateLimitLayer<A, X = PeerExtractor> {
     state: Arc<LayerState<A, X>>,
+    options: Options,
 }
 
 impl<A, X> Clone for RateLimitLayer<A, X> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             state: Arc::clone(&self.state),
+            options: self.options,
         }
     }
 }
 
 impl<A, X> fmt::Debug for RateLimitLayer<A, X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("RateLimitLayer").finish_non_exhaustive()
+        f.debug_struct("RateLimitLayer")
+            .field("options", &self.options)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<A, X> RateLimitLayer<A, X> {
+    /// Puts the [`RateLimitOutcome`](super::RateLimitOutcome) of every admitted request into
+    /// its extensions, for handlers (e.g. to combine with their own limiter through
+    /// [`crate::http::Combined`]). Costs an allocation per request where the request has no
+    /// extensions yet.
+    pub fn outcome_in_request(mut self) -> Self {
+        self.options.outcome_in_request = true;
+        self
+    }
+
+    /// Puts the [`RateLimitOutcome`](super::RateLimitOutcome) of every limited request into
+    /// the response extensions (admitted, shadowed or refused), for telemetry layers outside
+    /// this one.
+    pub fn outcome_in_response(mut self) -> Self {
+        self.options.outcome_in_response = true;
+        self
+    }
+
+    /// Gives every limited request an id, not only refusals: the caller's well-formed
+    /// `X-Request-Id`, or else a generated one that replaces what it sent, put on the request
+    /// (so that handlers log the same id) and echoed in the response's `X-Request-Id`.
+    /// Requests that match no route stay untouched either way.
+    pub fn request_id_on_every_response(mut self) -> Self {
+        self.options.request_id_on_every_response = true;
+        self
     }
 }
 
@@ -43,6 +82,7 @@ impl<A: Admission, X: KeyExtractor> RateLimitLayer<A, X> {
     pub fn with_extractor(admission: A, extractor: X) -> Self {
         RateLimitLayer {
             state: Arc::new(LayerState::new(admission, extractor)),
+            options: Options::default(),
         }
     }
 
@@ -55,6 +95,6 @@ impl<A: Admission, X: KeyExtractor> RateLimitLayer<A, X> {
 impl<S, A, X> Layer<S> for RateLimitLayer<A, X> {
     type Service = RateLimit<S, A, X>;
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::new(inner, Arc::clone(&self.state))
+        RateLimit::new(inner, Arc::clone(&self.state), self.options)
     }
 }

@@ -6,15 +6,27 @@
 //!    that matches no route is **passed through unlimited and untouched**: the profile decides
 //!    what is limited, and a route left out of it (health checks, the discovery document) stays
 //!    free;
-//! 2. takes the request id from a well-formed `X-Request-Id`, or generates one, and puts it back
-//!    on the request so that handlers log the same id;
-//! 3. asks a [`KeyExtractor`] who is calling: the [`VerifiedIdentity`] that the service's own
+//! 2. asks a [`KeyExtractor`] who is calling: the [`VerifiedIdentity`] that the service's own
 //!    authentication layer put in the request extensions, or else the peer address (believing
 //!    `Forwarded` / `X-Forwarded-For` only from trusted proxy networks);
-//! 4. asks the [`Admission`] backend (a [`Limiter`](crate::Limiter), or the Redis limiter) for a
-//!    decision, and answers a refusal itself with [`crate::http::Answer::refusal`], or calls the
-//!    inner service and adds `RateLimit-Policy` (and, when opted in, `RateLimit`) to its
+//! 3. asks the [`Admission`] backend (a [`Limiter`](crate::Limiter), or the Redis limiter) for a
+//!    decision, and answers a refusal itself with [`crate::http::Answer::refusal`] (with a request
+//!    id: the caller's well-formed `X-Request-Id`, or a generated one), or calls the inner
+//!    service and adds `RateLimit-Policy` (and, when the profile opts in, `RateLimit`) to its
 //!    response.
+//!
+//! Request ids on every response and [`RateLimitOutcome`] in the request or response
+//! extensions are options of the layer ([`RateLimitLayer::request_id_on_every_response`],
+//! [`RateLimitLayer::outcome_in_request`], [`RateLimitLayer::outcome_in_response`]), off by
+//! default.
+//!
+//! What an admitted request costs: with a backend that decides at once (the embedded
+//! [`Limiter`](crate::Limiter), through [`Admission::evaluate_now`]) the decision is made in
+//! `call` and the response future is a named enum ([`ResponseFuture`]): no allocation. The
+//! compiled routes are read from a per-thread cache checked against the backend's
+//! [`Admission::generation`], and the policy header's clone copies a pointer, so that nothing
+//! shared is written but the caller's own bucket (and its shard's counter). A backend that
+//! waits (Redis) gets one boxed future per limited request.
 //!
 //! `poll_ready` only delegates to the inner service: the limit is enforced per request, never
 //! by withholding readiness, so one caller's refusals never stall another's requests.

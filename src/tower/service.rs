@@ -1,5 +1,5 @@
 //! The service: what happens before the response future, synchronously in `call` (route,
-//! request id, caller).
+//! caller and, with a backend that decides at once, the decision and the refusal).
 
 use core::fmt;
 use core::task::{Context, Poll};
@@ -8,20 +8,36 @@ use std::sync::Arc;
 use ::http::{Request, Response};
 use ::tower::Service;
 
-use super::future::{respond, ResponseFuture};
+use super::future::{wait_and_respond, ResponseFuture, Stamp, Wait};
+use super::outcome::RateLimitOutcome;
 use super::state::LayerState;
 use crate::admission::Admission;
-use crate::http::{KeyExtractor, PeerExtractor, RequestId, X_REQUEST_ID};
+use crate::http::{Answer, KeyExtractor, PeerExtractor, RequestId, X_REQUEST_ID};
+
+/// What the layer was asked to add beyond the contract's headers (see the
+/// [`RateLimitLayer`](super::RateLimitLayer) methods). The default adds nothing, so that an
+/// admitted request allocates nothing.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct Options {
+    pub(super) outcome_in_request: bool,
+    pub(super) outcome_in_response: bool,
+    pub(super) request_id_on_every_response: bool,
+}
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
 pub struct RateLimit<S, A, X = PeerExtractor> {
     inner: S,
     state: Arc<LayerState<A, X>>,
+    options: Options,
 }
 
 impl<S, A, X> RateLimit<S, A, X> {
-    pub(super) fn new(inner: S, state: Arc<LayerState<A, X>>) -> Self {
-        RateLimit { inner, state }
+    pub(super) fn new(inner: S, state: Arc<LayerState<A, X>>, options: Options) -> Self {
+        RateLimit {
+            inner,
+            state,
+            options,
+        }
     }
 }
 
@@ -30,6 +46,7 @@ impl<S: Clone, A, X> Clone for RateLimit<S, A, X> {
         RateLimit {
             inner: self.inner.clone(),
             state: Arc::clone(&self.state),
+            options: self.options,
         }
     }
 }
@@ -38,8 +55,22 @@ impl<S: fmt::Debug, A, X> fmt::Debug for RateLimit<S, A, X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
+            .field("options", &self.options)
             .finish_non_exhaustive()
     }
+}
+
+/// What `call` found out before calling anyone.
+enum Step<B, A, X> {
+    /// No route matched: not limited.
+    Unlimited,
+    /// Admitted: call the inner service, then stamp its response.
+    Admitted(Stamp, RateLimitOutcome),
+    /// Refused: the answer is ready (boxed, like the waiting case: both are off the admitted
+    /// path, and a small `Step` is cheap to hand out of the thread-local cache).
+    Refused(Box<Response<B>>),
+    /// The backend waits for its decision.
+    Wait(Box<Wait<A, X>>),
 }
 
 impl<S, A, X, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, A, X>
@@ -53,31 +84,110 @@ where
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
-    type Future = ResponseFuture<Response<ResBody>, S::Error>;
+    type Future = ResponseFuture<S::Future, ResBody, S::Error>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
     }
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
-        // The clone that was made ready is the one to call; the fresh clone stays for next time.
-        let clone = self.inner.clone();
-        let mut inner = core::mem::replace(&mut self.inner, clone);
-        let compiled = self.state.compiled();
-        let Some(route) = compiled
-            .routes
-            .position(request.method(), request.uri().path())
-        else {
-            return Box::pin(inner.call(request));
-        };
-        let request_id = RequestId::from_headers(request.headers());
-        request
-            .headers_mut()
-            .insert(X_REQUEST_ID, request_id.header_value().clone());
-        let caller = self.state.extractor.caller(&request);
-        let state = Arc::clone(&self.state);
-        Box::pin(respond(
-            inner, request, state, compiled, route, caller, request_id,
-        ))
+        let options = self.options;
+        let state = &self.state;
+        let step = state.with_compiled(|compiled| {
+            let Some(route) = compiled
+                .routes
+                .position(request.method(), request.uri().path())
+            else {
+                return Step::Unlimited;
+            };
+            let entry = compiled.routes.entry(route);
+            let caller = state.extractor.caller(&request);
+            let key = caller.key(entry.class());
+            let Some(verdict) = state.admission.evaluate_now(&key) else {
+                return Step::Wait(Box::new(Wait {
+                    state: Arc::clone(state),
+                    compiled: Arc::clone(compiled),
+                    route,
+                    caller,
+                    options,
+                }));
+            };
+            let profile = &*compiled.profile;
+            let remaining = if profile.expose_remaining {
+                state.admission.remaining_now(&key)
+            } else {
+                None
+            };
+            let outcome = RateLimitOutcome {
+                decision: verdict.computed,
+                class: entry.class(),
+                enforced: !verdict.is_shadowed(),
+            };
+            if verdict.decision.is_admit() {
+                let stamp = Stamp {
+                    policy: entry.policy().clone(),
+                    remaining,
+                    request_id: None,
+                    outcome: options.outcome_in_response.then_some(outcome),
+                };
+                return Step::Admitted(stamp, outcome);
+            }
+            refuse(
+                &request,
+                &verdict.decision,
+                profile,
+                entry,
+                remaining,
+                outcome,
+                options,
+            )
+        });
+        match step {
+            // Called here, in `call`, right after `poll_ready`: no clone of the inner service.
+            Step::Unlimited => ResponseFuture::pass_through(self.inner.call(request)),
+            Step::Admitted(mut stamp, outcome) => {
+                if options.request_id_on_every_response {
+                    let id = RequestId::from_headers(request.headers());
+                    let value = id.header_value().clone();
+                    request.headers_mut().insert(X_REQUEST_ID, value.clone());
+                    stamp.request_id = Some(value);
+                }
+                if options.outcome_in_request {
+                    request.extensions_mut().insert(outcome);
+                }
+                ResponseFuture::admitted(self.inner.call(request), stamp)
+            }
+            Step::Refused(response) => ResponseFuture::refused(*response),
+            Step::Wait(wait) => {
+                // The inner service is called after the wait: the clone that was made ready
+                // goes into the future, and a fresh clone stays for next time.
+                let clone = self.inner.clone();
+                let inner = core::mem::replace(&mut self.inner, clone);
+                ResponseFuture::waiting(Box::pin(wait_and_respond(inner, request, *wait)))
+            }
+        }
     }
+}
+
+/// The refusal of `request`, with its request id (the caller's own when well-formed).
+#[cold]
+fn refuse<ReqBody, B: From<Vec<u8>>, A, X>(
+    request: &Request<ReqBody>,
+    decision: &crate::Decision,
+    profile: &crate::Profile,
+    entry: &crate::http::RouteEntry,
+    remaining: Option<crate::Remaining>,
+    outcome: RateLimitOutcome,
+    options: Options,
+) -> Step<B, A, X> {
+    let request_id = RequestId::from_headers(request.headers());
+    let mut refusal = Answer::new(*decision, profile, &request_id)
+        .with_policy(entry.policy())
+        .with_remaining(remaining)
+        .refusal::<B>()
+        .expect("not an admit");
+    if options.outcome_in_response {
+        refusal.extensions_mut().insert(outcome);
+    }
+    Step::Refused(Box::new(refusal))
 }

@@ -41,7 +41,9 @@ pub(crate) fn limiter() -> Arc<Limiter> {
 
 type Svc = tower::util::BoxCloneService<Request<String>, Response<Vec<u8>>, Infallible>;
 
-fn service(calls: Arc<AtomicUsize>) -> Svc {
+/// The layer with every option on (outcomes in requests and responses, ids on every response),
+/// over `limiter`.
+fn service_over(limiter: Arc<Limiter>, calls: Arc<AtomicUsize>) -> Svc {
     let inner = service_fn(move |req: Request<String>| {
         calls.fetch_add(1, Ordering::Relaxed);
         let seen = req.extensions().get::<RateLimitOutcome>().is_some();
@@ -60,8 +62,15 @@ fn service(calls: Arc<AtomicUsize>) -> Svc {
             Ok::<_, Infallible>(r)
         }
     });
-    let layer = RateLimitLayer::new(limiter());
+    let layer = RateLimitLayer::new(limiter)
+        .outcome_in_request()
+        .outcome_in_response()
+        .request_id_on_every_response();
     tower::util::BoxCloneService::new(layer.clone().layer(inner))
+}
+
+fn service(calls: Arc<AtomicUsize>) -> Svc {
+    service_over(limiter(), calls)
 }
 
 fn request(method: Method, path: &str) -> Request<String> {
@@ -78,7 +87,8 @@ fn request(method: Method, path: &str) -> Request<String> {
 #[tokio::test]
 async fn the_layer_enforces_per_request_and_annotates_admitted_responses() {
     let calls = Arc::new(AtomicUsize::new(0));
-    let svc = service(Arc::clone(&calls));
+    let limiter = limiter();
+    let svc = service_over(Arc::clone(&limiter), Arc::clone(&calls));
     for _ in 0..2 {
         let r = svc
             .clone()
@@ -95,7 +105,7 @@ async fn the_layer_enforces_per_request_and_annotates_admitted_responses() {
         assert_eq!(r.headers()["x-handler-id"], r.headers()["x-request-id"]);
         let o = r.extensions().get::<RateLimitOutcome>().unwrap();
         assert_eq!(o.decision, Decision::Admit);
-        assert_eq!(&*o.class_name, "read");
+        assert_eq!(Some(o.class), limiter.route_class("read"));
     }
     let r = svc
         .clone()
@@ -274,4 +284,263 @@ fn the_http_types_keep_their_tower_paths() {
     fn backend<A: tollgate::tower::Admission>() {}
     extractor::<tollgate::http::PeerExtractor>();
     backend::<Arc<Limiter>>();
+}
+
+/// The layer without options, as `RateLimitLayer::new` makes it.
+fn plain_service(limiter: Arc<Limiter>, calls: Arc<AtomicUsize>) -> Svc {
+    let inner = service_fn(move |req: Request<String>| {
+        calls.fetch_add(1, Ordering::Relaxed);
+        let seen = req.extensions().get::<RateLimitOutcome>().is_some();
+        let id = req.headers().get("x-request-id").cloned();
+        async move {
+            let mut r = Response::new(b"ok".to_vec());
+            r.headers_mut()
+                .insert("x-saw-outcome", HeaderValue::from(u16::from(seen)));
+            if let Some(id) = id {
+                r.headers_mut().insert("x-handler-id", id);
+            }
+            Ok::<_, Infallible>(r)
+        }
+    });
+    tower::util::BoxCloneService::new(RateLimitLayer::new(limiter).layer(inner))
+}
+
+fn with_id(mut r: Request<String>, id: &str) -> Request<String> {
+    r.headers_mut()
+        .insert("x-request-id", HeaderValue::from_str(id).unwrap());
+    r
+}
+
+#[tokio::test]
+async fn by_default_admitted_responses_get_no_outcome_and_no_generated_id() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = plain_service(limiter(), Arc::clone(&calls));
+    let r = svc
+        .clone()
+        .oneshot(request(Method::GET, "/v1/items"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.headers()["ratelimit-policy"],
+        "\"burst\";q=2;w=1, \"sustained\";q=100;w=3600"
+    );
+    assert!(r.headers().get("x-request-id").is_none());
+    assert!(
+        r.headers().get("x-handler-id").is_none(),
+        "no id put on the request"
+    );
+    assert_eq!(r.headers()["x-saw-outcome"], "0");
+    assert!(r.extensions().get::<RateLimitOutcome>().is_none());
+
+    // A caller's well-formed id reaches the handler as it came; the response does not echo it.
+    let r = svc
+        .clone()
+        .oneshot(with_id(request(Method::GET, "/v1/items"), "abc-1"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-handler-id"], "abc-1");
+    assert!(r.headers().get("x-request-id").is_none());
+}
+
+#[tokio::test]
+async fn by_default_a_refusal_reuses_a_well_formed_id_or_generates_one() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = plain_service(limiter(), Arc::clone(&calls));
+    for _ in 0..2 {
+        let ok = svc
+            .clone()
+            .oneshot(request(Method::GET, "/v1/items"))
+            .await
+            .unwrap();
+        assert_eq!(ok.status(), 200);
+    }
+    let kept = svc
+        .clone()
+        .oneshot(with_id(request(Method::GET, "/v1/items"), "trace-7"))
+        .await
+        .unwrap();
+    assert_eq!(kept.status(), 429);
+    assert_eq!(kept.headers()["x-request-id"], "trace-7");
+    let body: serde_json::Value = serde_json::from_slice(kept.body()).unwrap();
+    assert_eq!(body["request_id"], "trace-7");
+    assert!(kept.extensions().get::<RateLimitOutcome>().is_none());
+
+    let replaced = svc
+        .clone()
+        .oneshot(with_id(request(Method::GET, "/v1/items"), "bad id!"))
+        .await
+        .unwrap();
+    assert_eq!(replaced.status(), 429);
+    let id = replaced.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(id.len(), 32);
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()));
+    let body: serde_json::Value = serde_json::from_slice(replaced.body()).unwrap();
+    assert_eq!(body["request_id"], id.as_str());
+    assert_eq!(calls.load(Ordering::Relaxed), 2);
+}
+
+#[tokio::test]
+async fn ids_on_every_response_replace_a_malformed_id_on_the_request_too() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = service(Arc::clone(&calls));
+    let kept = svc
+        .clone()
+        .oneshot(with_id(request(Method::GET, "/v1/items"), "abc-123.x_y"))
+        .await
+        .unwrap();
+    assert_eq!(kept.headers()["x-request-id"], "abc-123.x_y");
+    assert_eq!(kept.headers()["x-handler-id"], "abc-123.x_y");
+    let replaced = svc
+        .clone()
+        .oneshot(with_id(request(Method::GET, "/v1/items"), "<b>"))
+        .await
+        .unwrap();
+    let id = replaced.headers()["x-request-id"].to_str().unwrap();
+    assert_eq!(id.len(), 32);
+    assert_eq!(replaced.headers()["x-handler-id"], id);
+}
+
+#[test]
+fn the_outcome_is_small_and_copy() {
+    fn copy<T: Copy>() {}
+    copy::<RateLimitOutcome>();
+    assert!(std::mem::size_of::<RateLimitOutcome>() <= 40);
+}
+
+const RELOADED: &str = r#"
+name: layer-test
+identities: { capacity: 64 }
+route_classes:
+  read:
+    burst:     { tokens: 3, per: 1s }
+    sustained: { tokens: 100, per: 1h }
+  write:
+    mode: shadow
+    burst:     { tokens: 1, per: 1s }
+    sustained: { tokens: 100, per: 1h }
+  special:
+    burst:     { tokens: 1, per: 1s }
+    sustained: { tokens: 100, per: 1h }
+routes:
+  - { method: GET,  path: "/v2/**",            class: read }
+  - { method: POST, path: "/v1/things/*/run",  class: special }
+  - { method: "*",  path: "/v1/**",            class: write }
+"#;
+
+async fn policy_of(svc: Svc, path: &str) -> Option<String> {
+    let r = svc.oneshot(request(Method::GET, path)).await.unwrap();
+    r.headers()
+        .get("ratelimit-policy")
+        .map(|v| v.to_str().unwrap().to_owned())
+}
+
+/// A reload changes the limits and the routes the layer applies, on the next request, on
+/// every thread (each keeps its own compiled routes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_is_seen_by_the_layer_on_every_thread() {
+    let limiter = limiter();
+    let svc = plain_service(Arc::clone(&limiter), Arc::new(AtomicUsize::new(0)));
+    let old = "\"burst\";q=2;w=1, \"sustained\";q=100;w=3600";
+    let new = "\"burst\";q=3;w=1, \"sustained\";q=100;w=3600";
+    // Warm the caches of both workers (and of this thread).
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let svc = svc.clone();
+        tasks.push(tokio::spawn(async move {
+            policy_of(svc, "/v2/items").await.is_none()
+        }));
+    }
+    for t in tasks {
+        assert!(t.await.unwrap(), "/v2 is not routed before the reload");
+    }
+    assert_eq!(
+        policy_of(svc.clone(), "/v1/items").await.as_deref(),
+        Some(old)
+    );
+
+    limiter
+        .reload(Profile::from_yaml(RELOADED).unwrap())
+        .unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..8 {
+        let svc = svc.clone();
+        tasks.push(tokio::spawn(
+            async move { policy_of(svc, "/v2/items").await },
+        ));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().as_deref(), Some(new));
+    }
+    // `GET /v1/...` now falls to the shadowed `write` class.
+    assert_eq!(
+        policy_of(svc.clone(), "/v1/items").await.as_deref(),
+        Some("\"burst\";q=1;w=1, \"sustained\";q=100;w=3600")
+    );
+}
+
+/// Two layers over two limiters on one thread keep apart in the thread's cache.
+#[tokio::test]
+async fn layers_over_different_limiters_keep_their_own_routes() {
+    let a = limiter();
+    let b = Arc::new(
+        Limiter::builder(Profile::from_yaml(RELOADED).unwrap())
+            .build()
+            .unwrap(),
+    );
+    let sa = plain_service(a, Arc::new(AtomicUsize::new(0)));
+    let sb = plain_service(b, Arc::new(AtomicUsize::new(0)));
+    for _ in 0..3 {
+        assert!(policy_of(sa.clone(), "/v2/items").await.is_none());
+        assert!(policy_of(sb.clone(), "/v2/items").await.is_some());
+    }
+}
+
+#[tokio::test]
+async fn an_async_backend_admits_through_the_waiting_future_with_options() {
+    /// Answers after a yield, as a Redis backend does, from a real limiter.
+    struct Slow(Arc<Limiter>);
+    impl tollgate::tower::Admission for Slow {
+        fn route_class(&self, name: &str) -> Option<tollgate::RouteClass> {
+            self.0.route_class(name)
+        }
+        fn profile(&self) -> Arc<Profile> {
+            self.0.profile()
+        }
+        async fn admit(&self, key: &tollgate::Key<'_>) -> Decision {
+            tokio::task::yield_now().await;
+            Limiter::admit(&self.0, key)
+        }
+    }
+    let inner = service_fn(|req: Request<String>| {
+        let seen = req.extensions().get::<RateLimitOutcome>().is_some();
+        async move {
+            let mut r = Response::new(Vec::new());
+            r.headers_mut()
+                .insert("x-saw-outcome", HeaderValue::from(u16::from(seen)));
+            Ok::<_, Infallible>(r)
+        }
+    });
+    let svc = RateLimitLayer::new(Slow(limiter()))
+        .outcome_in_request()
+        .outcome_in_response()
+        .request_id_on_every_response()
+        .layer(inner);
+    let r = svc
+        .clone()
+        .oneshot(request(Method::GET, "/v1/items"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-saw-outcome"], "1");
+    assert!(r.headers().get("x-request-id").is_some());
+    assert!(r.headers().get("ratelimit-policy").is_some());
+    assert_eq!(
+        r.extensions().get::<RateLimitOutcome>().unwrap().decision,
+        Decision::Admit
+    );
 }
