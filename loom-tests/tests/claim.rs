@@ -1,4 +1,4 @@
-//! loom models of the table's claim and reclaim protocol over the real code (`src/table.rs`
+//! loom models of the table's claim and reclaim protocol over the real code (`src/table/`
 //! through the `sync` shim): different new identities racing for the same slot, and a full
 //! window whose one reclaimable slot two claimers want at once, and two tenants claiming at
 //! once, one of them at its cap of identity slots.

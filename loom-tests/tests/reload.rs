@@ -7,8 +7,8 @@
 //! interleavings or memory orderings *inside* `ArcSwap` itself: the model assumes `ArcSwap` is
 //! linearizable (arc-swap's own tests cover that). Under loom `ConfigCell::with` also skips the
 //! per-thread config cache and loads from the `ArcSwap` directly, so the generation counter of
-//! that cache is not modelled either; `tests/stress.rs` reloads every 10 ms under real threads
-//! to cover it. What the model proves is the limiter's side: one decision reads one config
+//! that cache is not modelled either; `tests/engine/stress.rs` reloads every 10 ms under real
+//! threads to cover it. What the model proves is the limiter's side: one decision reads one config
 //! snapshot and applies it whole to the state word, so no decision mixes two profiles.
 //!
 //! Run: `loom-tests/run.sh` (see `admit.rs`).

@@ -99,7 +99,7 @@ def find_library():
         if candidate.exists():
             return candidate
     sys.exit("usage: tollgate_ctypes.py PATH/TO/libtollgate.so (or set TOLLGATE_LIB); "
-             "build it with `cargo build --release --features ffi`")
+             "build it with `cargo build --release -p tollgate-ffi-lib`")
 
 
 def main():

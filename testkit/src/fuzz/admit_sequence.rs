@@ -3,7 +3,7 @@
 //!
 //! Arbitrary sequences of mock-clock moves and admits on four keys and two route classes, with
 //! limits taken from the input, against a reference model written the obvious way (credit in
-//! nanoseconds, refilled one ns per ns, capped; the model of `tests/common/mod.rs`): every
+//! nanoseconds, refilled one ns per ns, capped; the model of `testkit/src/model.rs`): every
 //! decision, including the exact `retry_after` and the bucket named, is the model's, and `peek`
 //! just before each admit predicts it.
 
