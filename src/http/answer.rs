@@ -8,7 +8,7 @@ use super::problem::{Problem, PROBLEM_JSON};
 use super::request_id::RequestId;
 use crate::decision::Decision;
 use crate::decision::Remaining;
-use crate::profile::Profile;
+use crate::profile::{Profile, RouteClassLimits};
 
 /// What a response says about one request's rate limiting: the decision, the profile, the
 /// request id, the caller's own policy and, where the profile opts in, the caller's own
@@ -20,7 +20,7 @@ pub struct Answer<'a> {
     profile: &'a Profile,
     request_id: &'a RequestId,
     policy: Option<&'a HeaderValue>,
-    remaining: Option<Remaining>,
+    remaining: Option<(Remaining, &'a RouteClassLimits)>,
 }
 
 impl<'a> Answer<'a> {
@@ -42,10 +42,15 @@ impl<'a> Answer<'a> {
         self
     }
 
-    /// Adds the caller's own remaining tokens (from `Limiter::remaining` of the caller's key).
+    /// Adds the caller's own remaining tokens (from `Limiter::remaining` of the caller's key)
+    /// and the caller's route class `limits` (for `t`, the seconds until the quota is restored).
     /// Sent only when the profile's `expose_remaining` is true.
-    pub fn with_remaining(mut self, remaining: Option<Remaining>) -> Self {
-        self.remaining = remaining;
+    pub fn with_remaining(
+        mut self,
+        remaining: Option<Remaining>,
+        limits: &'a RouteClassLimits,
+    ) -> Self {
+        self.remaining = remaining.map(|r| (r, limits));
         self
     }
 
@@ -70,8 +75,8 @@ impl<'a> Answer<'a> {
             headers.insert(RATELIMIT_POLICY, policy.clone());
         }
         if self.profile.expose_remaining {
-            if let Some(r) = self.remaining {
-                headers.insert(RATELIMIT, remaining_header(r));
+            if let Some((r, limits)) = self.remaining {
+                headers.insert(RATELIMIT, remaining_header(r, limits));
             }
         }
         if !self.decision.is_admit() {

@@ -3,9 +3,9 @@
 //! The syntax follows the newest IETF httpapi draft, `draft-ietf-httpapi-ratelimit-headers-11`:
 //! `RateLimit-Policy` is a structured-field List of String items with `q` (quota) and `w`
 //! (window, whole seconds) parameters, one item for the burst bucket and one for the sustained
-//! bucket; `RateLimit` carries `r` (remaining) per policy. The `t` parameter is left out: a token
-//! bucket refills continuously, so there is no window within which the caller can use no more
-//! than `r`, and the draft makes `t` optional.
+//! bucket; `RateLimit` carries `r` (remaining) and `t` (seconds until the quota is restored) per
+//! policy. A token bucket refills continuously, so `t` is the time until the caller's own bucket
+//! is full again, rounded up: waiting that long never finds less than the whole quota.
 
 use core::time::Duration;
 
@@ -83,11 +83,48 @@ pub(crate) fn interned_policy_header(limits: &RouteClassLimits) -> HeaderValue {
     HeaderValue::from_static(text)
 }
 
-/// `RateLimit` for the caller's own buckets: `"burst";r=49, "sustained";r=5999`.
-pub fn remaining_header(remaining: Remaining) -> HeaderValue {
-    let s = format!(
-        "\"{BURST_POLICY}\";r={}, \"{SUSTAINED_POLICY}\";r={}",
-        remaining.burst, remaining.sustained
-    );
-    HeaderValue::from_str(&s).expect("names and integers are a valid header value")
+/// Whole seconds until a bucket holding `remaining` whole tokens is full again, rounded up.
+///
+/// Computed from whole tokens, so it may exceed the true wait by less than one token's refill:
+/// it errs towards telling the caller to wait longer, never shorter.
+fn restore_secs(remaining: u64, b: &BucketLimit) -> u64 {
+    let q = u128::from(b.tokens.get());
+    let missing = q.saturating_sub(u128::from(remaining));
+    let nanos = missing * b.per.get().as_nanos();
+    u64::try_from(nanos.div_ceil(q * 1_000_000_000)).unwrap_or(u64::MAX)
+}
+
+/// The caller's own remaining tokens with each bucket's `t`, computed before the response is
+/// written: two integers more than [`Remaining`], so that an admitted request carries no copy of
+/// its class's limits to the header.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Quota {
+    remaining: Remaining,
+    burst_t: u64,
+    sustained_t: u64,
+}
+
+impl Quota {
+    pub(crate) fn new(remaining: Remaining, limits: &RouteClassLimits) -> Self {
+        Quota {
+            remaining,
+            burst_t: restore_secs(remaining.burst, &limits.burst),
+            sustained_t: restore_secs(remaining.sustained, &limits.sustained),
+        }
+    }
+
+    pub(crate) fn header(&self) -> HeaderValue {
+        let s = format!(
+            "\"{BURST_POLICY}\";r={};t={}, \"{SUSTAINED_POLICY}\";r={};t={}",
+            self.remaining.burst, self.burst_t, self.remaining.sustained, self.sustained_t,
+        );
+        HeaderValue::from_str(&s).expect("names and integers are a valid header value")
+    }
+}
+
+/// `RateLimit` for the caller's own buckets: `"burst";r=49;t=1, "sustained";r=5999;t=1`, where
+/// `limits` are the caller's route class's (`t` is computed from them and the caller's own
+/// tokens only).
+pub fn remaining_header(remaining: Remaining, limits: &RouteClassLimits) -> HeaderValue {
+    Quota::new(remaining, limits).header()
 }

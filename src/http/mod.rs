@@ -61,6 +61,7 @@ pub use caller::{Caller, KeyExtractor, PeerExtractor, VerifiedIdentity};
 pub use cidr::{Cidr, CidrError};
 pub use combine::{combine, Combined, LayerDecision};
 pub use forwarded::ForwardedHeader;
+pub(crate) use headers::Quota;
 pub use headers::{
     policy_header, remaining_header, BURST_POLICY, RATELIMIT, RATELIMIT_POLICY, SUSTAINED_POLICY,
     X_REQUEST_ID,

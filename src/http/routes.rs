@@ -8,7 +8,7 @@ use ::http::Method;
 
 use super::headers::interned_policy_header;
 use crate::identity::RouteClass;
-use crate::profile::Profile;
+use crate::profile::{Profile, RouteClassLimits};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Segment {
@@ -27,6 +27,7 @@ pub struct RouteEntry {
     class: RouteClass,
     class_name: Arc<str>,
     policy: HeaderValue,
+    limits: RouteClassLimits,
 }
 
 impl RouteEntry {
@@ -42,6 +43,12 @@ impl RouteEntry {
     /// pointer: the text is interned).
     pub fn policy(&self) -> &HeaderValue {
         &self.policy
+    }
+
+    /// The class's two buckets, for the `t` of `RateLimit` (see
+    /// [`remaining_header`](super::remaining_header)).
+    pub fn limits(&self) -> &RouteClassLimits {
+        &self.limits
     }
 
     fn matches(&self, method: &Method, path: &str) -> bool {
@@ -108,6 +115,7 @@ impl RouteTable {
                     class,
                     class_name: r.class.as_str().into(),
                     policy: interned_policy_header(limits),
+                    limits: *limits,
                 })
             })
             .collect();

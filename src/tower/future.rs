@@ -15,10 +15,7 @@ use super::outcome::RateLimitOutcome;
 use super::service::Options;
 use super::state::{CompiledProfile, LayerState};
 use crate::admission::Admission;
-use crate::decision::Remaining;
-use crate::http::{
-    remaining_header, Answer, Caller, RequestId, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID,
-};
+use crate::http::{Answer, Caller, Quota, RequestId, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID};
 
 /// What an admitted response gets on its way out: computed in `call`, written when the inner
 /// service answers.
@@ -26,7 +23,8 @@ pub(super) struct Stamp {
     /// `RateLimit-Policy` (an interned value: its clone copies a pointer).
     pub(super) policy: HeaderValue,
     /// The caller's own remaining tokens, for `RateLimit`, where the profile opts in.
-    pub(super) remaining: Option<Remaining>,
+    /// (With each bucket's `t`, computed in `call`: no allocation until the header is written.)
+    pub(super) remaining: Option<Quota>,
     /// `X-Request-Id`, where the layer was asked for ids on every response.
     pub(super) request_id: Option<HeaderValue>,
     /// Where the layer was asked for outcomes in responses.
@@ -37,8 +35,8 @@ impl Stamp {
     fn write<B>(self, response: &mut Response<B>) {
         let headers = response.headers_mut();
         headers.insert(RATELIMIT_POLICY, self.policy);
-        if let Some(r) = self.remaining {
-            headers.insert(RATELIMIT, remaining_header(r));
+        if let Some(q) = self.remaining {
+            headers.insert(RATELIMIT, q.header());
         }
         if let Some(id) = self.request_id {
             headers.insert(X_REQUEST_ID, id);
@@ -172,7 +170,7 @@ where
         let request_id = RequestId::from_headers(request.headers());
         let answer = Answer::new(verdict.decision, profile, &request_id)
             .with_policy(entry.policy())
-            .with_remaining(remaining);
+            .with_remaining(remaining, entry.limits());
         let mut refusal = answer.refusal::<ResBody>().expect("not an admit");
         if options.outcome_in_response {
             refusal.extensions_mut().insert(outcome);
@@ -190,7 +188,7 @@ where
     }
     let stamp = Stamp {
         policy: entry.policy().clone(),
-        remaining,
+        remaining: remaining.map(|r| Quota::new(r, entry.limits())),
         request_id,
         outcome: options.outcome_in_response.then_some(outcome),
     };

@@ -126,7 +126,7 @@ where
             if verdict.decision.is_admit() {
                 let stamp = Stamp {
                     policy: entry.policy().clone(),
-                    remaining,
+                    remaining: remaining.map(|r| crate::http::Quota::new(r, entry.limits())),
                     request_id: None,
                     outcome: options.outcome_in_response.then_some(outcome),
                 };
@@ -183,7 +183,7 @@ fn refuse<ReqBody, B: From<Vec<u8>>, A, X>(
     let request_id = RequestId::from_headers(request.headers());
     let mut refusal = Answer::new(*decision, profile, &request_id)
         .with_policy(entry.policy())
-        .with_remaining(remaining)
+        .with_remaining(remaining, entry.limits())
         .refusal::<B>()
         .expect("not an admit");
     if options.outcome_in_response {

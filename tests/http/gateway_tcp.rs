@@ -352,7 +352,7 @@ async fn two_tenants_one_flooding_never_see_each_other() {
     assert_eq!(first.status, StatusCode::OK);
     assert_eq!(
         first.headers["ratelimit"],
-        "\"burst\";r=4, \"sustained\";r=599"
+        "\"burst\";r=4;t=1, \"sustained\";r=599;t=6"
     );
     for r in &to_acme {
         assert_eq!(r.status, StatusCode::OK, "acme is not starved by globex");

@@ -544,3 +544,71 @@ async fn an_async_backend_admits_through_the_waiting_future_with_options() {
         Decision::Admit
     );
 }
+
+const EXPOSED: &str = r#"
+name: exposed
+expose_remaining: true
+identities: { capacity: 16 }
+route_classes:
+  read:
+    burst:     { tokens: 4, per: 2s }
+    sustained: { tokens: 100, per: 1h }
+routes:
+  - { method: GET, path: "/v1/**", class: read }
+"#;
+
+/// A layer over a limiter on a mock clock whose profile exposes the remaining tokens.
+fn exposed() -> (Svc, Arc<tollgate::quanta::Mock>) {
+    let (clock, mock) = tollgate::quanta::Clock::mock();
+    let limiter = Limiter::builder(Profile::from_yaml(EXPOSED).unwrap())
+        .clock(clock)
+        .build()
+        .unwrap();
+    (plain_service(Arc::new(limiter), Arc::default()), mock)
+}
+
+async fn ratelimit_of(svc: &Svc) -> String {
+    let r = svc
+        .clone()
+        .oneshot(request(Method::GET, "/v1/x"))
+        .await
+        .unwrap();
+    r.headers()["ratelimit"].to_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn ratelimit_t_counts_down_the_callers_own_buckets_on_the_mock_clock() {
+    let (svc, mock) = exposed();
+    // A burst token refills in 0.5 s, a sustained one in 36 s; `t` is the time to full, rounded up.
+    assert_eq!(
+        ratelimit_of(&svc).await,
+        "\"burst\";r=3;t=1, \"sustained\";r=99;t=36"
+    );
+    assert_eq!(
+        ratelimit_of(&svc).await,
+        "\"burst\";r=2;t=1, \"sustained\";r=98;t=72"
+    );
+    assert_eq!(
+        ratelimit_of(&svc).await,
+        "\"burst\";r=1;t=2, \"sustained\";r=97;t=108"
+    );
+    mock.increment(std::time::Duration::from_millis(500));
+    assert_eq!(
+        ratelimit_of(&svc).await,
+        "\"burst\";r=1;t=2, \"sustained\";r=96;t=144"
+    );
+    // Another caller's requests change nothing in this caller's header.
+    let mut other = request(Method::GET, "/v1/x");
+    other
+        .extensions_mut()
+        .insert(SocketAddr::from(([198, 51, 100, 7], 5555)));
+    let r = svc.clone().oneshot(other).await.unwrap();
+    assert_eq!(
+        r.headers()["ratelimit"],
+        "\"burst\";r=3;t=1, \"sustained\";r=99;t=36"
+    );
+    assert_eq!(
+        ratelimit_of(&svc).await,
+        "\"burst\";r=0;t=2, \"sustained\";r=95;t=180"
+    );
+}

@@ -130,14 +130,15 @@ fn retry_after_is_capped_by_the_profile() {
 fn admitted_answers_carry_policy_and_only_opted_in_remaining() {
     let mut p = example();
     let id = RequestId::generate();
-    let policy = policy_header(p.route_class("read").unwrap());
+    let read = *p.route_class("read").unwrap();
+    let policy = policy_header(&read);
     let mine = Remaining {
         burst: 49,
         sustained: 5999,
     };
     let admit = Answer::new(Decision::Admit, &p, &id)
         .with_policy(&policy)
-        .with_remaining(Some(mine));
+        .with_remaining(Some(mine), &read);
     assert!(admit.refusal::<Vec<u8>>().is_none());
     assert!(admit.problem().is_none());
     let mut h = HeaderMap::new();
@@ -155,10 +156,34 @@ fn admitted_answers_carry_policy_and_only_opted_in_remaining() {
     let mut h = HeaderMap::new();
     Answer::new(Decision::Admit, &p, &id)
         .with_policy(&policy)
-        .with_remaining(Some(mine))
+        .with_remaining(Some(mine), &read)
         .write_headers(&mut h);
-    assert_eq!(h["ratelimit"], "\"burst\";r=49, \"sustained\";r=5999");
-    assert_eq!(remaining_header(mine), h["ratelimit"]);
+    // One burst token (1/50 s) and one sustained token (0.6 s) to refill, rounded up.
+    assert_eq!(
+        h["ratelimit"],
+        "\"burst\";r=49;t=1, \"sustained\";r=5999;t=1"
+    );
+    assert_eq!(remaining_header(mine, &read), h["ratelimit"]);
+}
+
+#[test]
+fn ratelimit_t_is_the_callers_own_time_to_a_full_bucket_rounded_up() {
+    let p = example();
+    // read: burst 50 per 1 s, sustained 6000 per 3600 s.
+    let read = p.route_class("read").unwrap();
+    let t = |burst, sustained| {
+        remaining_header(Remaining { burst, sustained }, read)
+            .to_str()
+            .unwrap()
+            .to_owned()
+    };
+    assert_eq!(t(50, 6000), "\"burst\";r=50;t=0, \"sustained\";r=6000;t=0");
+    assert_eq!(t(0, 0), "\"burst\";r=0;t=1, \"sustained\";r=0;t=3600");
+    assert_eq!(t(25, 5990), "\"burst\";r=25;t=1, \"sustained\";r=5990;t=6");
+    assert_eq!(
+        t(49, 5000),
+        "\"burst\";r=49;t=1, \"sustained\";r=5000;t=600"
+    );
 }
 
 #[test]
