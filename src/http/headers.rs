@@ -9,7 +9,7 @@
 
 use core::time::Duration;
 
-use ::http::header::{HeaderName, HeaderValue};
+use ::http::header::{HeaderMap, HeaderName, HeaderValue};
 
 use crate::decision::BucketKind;
 use crate::decision::Remaining;
@@ -21,6 +21,13 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const RATELIMIT_POLICY: HeaderName = HeaderName::from_static("ratelimit-policy");
 /// `RateLimit` (ratelimit-headers draft 11): the caller's own remaining quota, when opted in.
 pub const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+
+/// `X-RateLimit-Limit` (legacy, opt-in): the tightest bucket's quota.
+pub const X_RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("x-ratelimit-limit");
+/// `X-RateLimit-Remaining` (legacy, opt-in): the tightest bucket's remaining tokens.
+pub const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+/// `X-RateLimit-Reset` (legacy, opt-in): seconds until the tightest bucket is full again.
+pub const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 
 /// The burst bucket's policy name in `RateLimit-Policy` and `RateLimit`.
 pub const BURST_POLICY: &str = "burst";
@@ -102,6 +109,8 @@ pub(crate) struct Quota {
     remaining: Remaining,
     burst_t: u64,
     sustained_t: u64,
+    burst_q: u64,
+    sustained_q: u64,
 }
 
 impl Quota {
@@ -110,6 +119,8 @@ impl Quota {
             remaining,
             burst_t: restore_secs(remaining.burst, &limits.burst),
             sustained_t: restore_secs(remaining.sustained, &limits.sustained),
+            burst_q: limits.burst.tokens.get(),
+            sustained_q: limits.sustained.tokens.get(),
         }
     }
 
@@ -119,6 +130,19 @@ impl Quota {
             self.remaining.burst, self.burst_t, self.remaining.sustained, self.sustained_t,
         );
         HeaderValue::from_str(&s).expect("names and integers are a valid header value")
+    }
+
+    /// Writes `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds) for the caller's tightest
+    /// bucket: the one with fewer tokens left, which refuses first (the burst one on a tie).
+    pub(crate) fn write_legacy(&self, headers: &mut HeaderMap) {
+        let (q, r, t) = if self.remaining.sustained < self.remaining.burst {
+            (self.sustained_q, self.remaining.sustained, self.sustained_t)
+        } else {
+            (self.burst_q, self.remaining.burst, self.burst_t)
+        };
+        headers.insert(X_RATELIMIT_LIMIT, HeaderValue::from(q));
+        headers.insert(X_RATELIMIT_REMAINING, HeaderValue::from(r));
+        headers.insert(X_RATELIMIT_RESET, HeaderValue::from(t));
     }
 }
 

@@ -64,7 +64,7 @@ pub use forwarded::ForwardedHeader;
 pub(crate) use headers::Quota;
 pub use headers::{
     policy_header, remaining_header, BURST_POLICY, RATELIMIT, RATELIMIT_POLICY, SUSTAINED_POLICY,
-    X_REQUEST_ID,
+    X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, X_REQUEST_ID,
 };
 pub use problem::{Problem, PROBLEM_JSON};
 pub use request_id::{RequestId, MAX_REQUEST_ID_LEN};

@@ -27,6 +27,8 @@ pub(super) struct Stamp {
     pub(super) remaining: Option<Quota>,
     /// `X-Request-Id`, where the layer was asked for ids on every response.
     pub(super) request_id: Option<HeaderValue>,
+    /// Where the layer was asked for the legacy `X-RateLimit-*` headers (sent with `RateLimit`).
+    pub(super) legacy: bool,
     /// Where the layer was asked for outcomes in responses.
     pub(super) outcome: Option<RateLimitOutcome>,
 }
@@ -37,6 +39,9 @@ impl Stamp {
         headers.insert(RATELIMIT_POLICY, self.policy);
         if let Some(q) = self.remaining {
             headers.insert(RATELIMIT, q.header());
+            if self.legacy {
+                q.write_legacy(headers);
+            }
         }
         if let Some(id) = self.request_id {
             headers.insert(X_REQUEST_ID, id);
@@ -175,6 +180,11 @@ where
         if options.outcome_in_response {
             refusal.extensions_mut().insert(outcome);
         }
+        if options.legacy_headers {
+            if let Some(r) = remaining {
+                Quota::new(r, entry.limits()).write_legacy(refusal.headers_mut());
+            }
+        }
         return Ok(refusal);
     }
     let request_id = options.request_id_on_every_response.then(|| {
@@ -190,6 +200,7 @@ where
         policy: entry.policy().clone(),
         remaining: remaining.map(|r| Quota::new(r, entry.limits())),
         request_id,
+        legacy: options.legacy_headers,
         outcome: options.outcome_in_response.then_some(outcome),
     };
     let mut response = inner.call(request).await?;

@@ -67,6 +67,16 @@ impl<A, X> RateLimitLayer<A, X> {
         self.options.request_id_on_every_response = true;
         self
     }
+
+    /// Also sends the legacy `X-RateLimit-Limit`, `X-RateLimit-Remaining` and
+    /// `X-RateLimit-Reset` (seconds until full) for older clients that do not read `RateLimit`,
+    /// describing the caller's own tightest bucket (the one with fewer tokens left). Off by
+    /// default; like `RateLimit`, sent only where the profile's `expose_remaining` is true, so
+    /// that the operator's choice about showing remaining tokens holds either way.
+    pub fn legacy_headers(mut self, on: bool) -> Self {
+        self.options.legacy_headers = on;
+        self
+    }
 }
 
 impl<A: Admission> RateLimitLayer<A, PeerExtractor> {

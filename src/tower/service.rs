@@ -22,6 +22,7 @@ pub(super) struct Options {
     pub(super) outcome_in_request: bool,
     pub(super) outcome_in_response: bool,
     pub(super) request_id_on_every_response: bool,
+    pub(super) legacy_headers: bool,
 }
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
@@ -128,6 +129,7 @@ where
                     policy: entry.policy().clone(),
                     remaining: remaining.map(|r| crate::http::Quota::new(r, entry.limits())),
                     request_id: None,
+                    legacy: options.legacy_headers,
                     outcome: options.outcome_in_response.then_some(outcome),
                 };
                 return Step::Admitted(stamp, outcome);
@@ -188,6 +190,11 @@ fn refuse<ReqBody, B: From<Vec<u8>>, A, X>(
         .expect("not an admit");
     if options.outcome_in_response {
         refusal.extensions_mut().insert(outcome);
+    }
+    if options.legacy_headers {
+        if let Some(r) = remaining {
+            crate::http::Quota::new(r, entry.limits()).write_legacy(refusal.headers_mut());
+        }
     }
     Step::Refused(Box::new(refusal))
 }

@@ -612,3 +612,62 @@ async fn ratelimit_t_counts_down_the_callers_own_buckets_on_the_mock_clock() {
         "\"burst\";r=0;t=2, \"sustained\";r=95;t=180"
     );
 }
+
+fn legacy_of(r: &Response<Vec<u8>>) -> [Option<String>; 3] {
+    [
+        "x-ratelimit-limit",
+        "x-ratelimit-remaining",
+        "x-ratelimit-reset",
+    ]
+    .map(|n| r.headers().get(n).map(|v| v.to_str().unwrap().to_owned()))
+}
+
+#[tokio::test]
+async fn legacy_headers_describe_the_callers_tightest_bucket_only_when_asked() {
+    let (clock, mock) = tollgate::quanta::Clock::mock();
+    let limiter = Arc::new(
+        Limiter::builder(Profile::from_yaml(EXPOSED).unwrap())
+            .clock(clock)
+            .build()
+            .unwrap(),
+    );
+    let inner = service_fn(|_: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(b"ok".to_vec()))
+    });
+    let svc = RateLimitLayer::new(Arc::clone(&limiter))
+        .legacy_headers(true)
+        .layer(inner);
+    let some = |a: &str, b: &str, c: &str| [Some(a.into()), Some(b.into()), Some(c.into())];
+    let r = svc
+        .clone()
+        .oneshot(request(Method::GET, "/v1/x"))
+        .await
+        .unwrap();
+    assert_eq!(legacy_of(&r), some("4", "3", "1"));
+    for _ in 0..3 {
+        svc.clone()
+            .oneshot(request(Method::GET, "/v1/x"))
+            .await
+            .unwrap();
+    }
+    let refused = svc
+        .clone()
+        .oneshot(request(Method::GET, "/v1/x"))
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), 429);
+    assert_eq!(legacy_of(&refused), some("4", "0", "2"));
+    mock.increment(std::time::Duration::from_secs(2));
+    let r = svc
+        .clone()
+        .oneshot(request(Method::GET, "/v1/x"))
+        .await
+        .unwrap();
+    assert_eq!(legacy_of(&r), some("4", "3", "1"));
+
+    // Off by default.
+    let (plain, _mock) = exposed();
+    let r = plain.oneshot(request(Method::GET, "/v1/x")).await.unwrap();
+    assert!(r.headers().get("ratelimit").is_some());
+    assert_eq!(legacy_of(&r), [None, None, None]);
+}
