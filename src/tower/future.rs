@@ -12,6 +12,7 @@ use ::http::{Request, Response};
 use ::tower::Service;
 
 use super::outcome::RateLimitOutcome;
+use super::refusal::{respond, RefusalHook};
 use super::service::Options;
 use super::state::{CompiledProfile, LayerState};
 use crate::admission::Admission;
@@ -136,6 +137,7 @@ pub(super) struct Wait<A, X> {
     pub(super) route: usize,
     pub(super) caller: Caller,
     pub(super) options: Options,
+    pub(super) on_refusal: Option<RefusalHook>,
 }
 
 /// Decides a request on a backend that waits (which `call` could not decide at once), and
@@ -156,6 +158,7 @@ where
         route,
         caller,
         options,
+        on_refusal,
     } = wait;
     let entry = compiled.routes.entry(route);
     let profile = &*compiled.profile;
@@ -176,7 +179,7 @@ where
         let answer = Answer::new(verdict.decision, profile, &request_id)
             .with_policy(entry.policy())
             .with_remaining(remaining, entry.limits());
-        let mut refusal = answer.refusal::<ResBody>().expect("not an admit");
+        let mut refusal = respond::<ResBody>(&answer, &request_id, on_refusal.as_ref());
         if options.outcome_in_response {
             refusal.extensions_mut().insert(outcome);
         }

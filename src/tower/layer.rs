@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use ::tower::Layer;
 
+use ::http::Response;
+
+use super::refusal::{RefusalContext, RefusalHook};
 use super::service::{Options, RateLimit};
 use super::state::LayerState;
 use crate::admission::Admission;
@@ -22,6 +25,8 @@ use crate::http::{KeyExtractor, PeerExtractor};
 pub struct RateLimitLayer<A, X = PeerExtractor> {
     state: Arc<LayerState<A, X>>,
     options: Options,
+    /// Kept out of the `Copy` options: the admitted path never touches its reference count.
+    on_refusal: Option<RefusalHook>,
 }
 
 impl<A, X> Clone for RateLimitLayer<A, X> {
@@ -29,6 +34,7 @@ impl<A, X> Clone for RateLimitLayer<A, X> {
         RateLimitLayer {
             state: Arc::clone(&self.state),
             options: self.options,
+            on_refusal: self.on_refusal.clone(),
         }
     }
 }
@@ -37,6 +43,7 @@ impl<A, X> fmt::Debug for RateLimitLayer<A, X> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("options", &self.options)
+            .field("on_refusal", &self.on_refusal.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -77,6 +84,19 @@ impl<A, X> RateLimitLayer<A, X> {
         self.options.legacy_headers = on;
         self
     }
+
+    /// Shapes refusals: `hook` gets the [`RefusalContext`] (decision, `Retry-After` seconds,
+    /// request id) and returns the response to send (status, headers, body), or `None` for
+    /// tollgate's own problem response. Tollgate then writes its rate-limit headers over the
+    /// hook's (`Retry-After`, `X-Request-Id`, `Cache-Control: no-store`, `RateLimit-Policy`),
+    /// so a client's back-off works whatever the body says. Runs only on refusals.
+    pub fn on_refusal<F>(mut self, hook: F) -> Self
+    where
+        F: Fn(&RefusalContext<'_>) -> Option<Response<Vec<u8>>> + Send + Sync + 'static,
+    {
+        self.on_refusal = Some(Arc::new(hook));
+        self
+    }
 }
 
 impl<A: Admission> RateLimitLayer<A, PeerExtractor> {
@@ -93,6 +113,7 @@ impl<A: Admission, X: KeyExtractor> RateLimitLayer<A, X> {
         RateLimitLayer {
             state: Arc::new(LayerState::new(admission, extractor)),
             options: Options::default(),
+            on_refusal: None,
         }
     }
 
@@ -105,6 +126,11 @@ impl<A: Admission, X: KeyExtractor> RateLimitLayer<A, X> {
 impl<S, A, X> Layer<S> for RateLimitLayer<A, X> {
     type Service = RateLimit<S, A, X>;
     fn layer(&self, inner: S) -> Self::Service {
-        RateLimit::new(inner, Arc::clone(&self.state), self.options)
+        RateLimit::new(
+            inner,
+            Arc::clone(&self.state),
+            self.options,
+            self.on_refusal.clone(),
+        )
     }
 }

@@ -58,12 +58,14 @@
 mod future;
 mod layer;
 mod outcome;
+mod refusal;
 mod service;
 mod state;
 
 pub use future::ResponseFuture;
 pub use layer::RateLimitLayer;
 pub use outcome::RateLimitOutcome;
+pub use refusal::RefusalContext;
 pub use service::RateLimit;
 
 pub use crate::admission::Admission;

@@ -10,6 +10,7 @@ use ::tower::Service;
 
 use super::future::{wait_and_respond, ResponseFuture, Stamp, Wait};
 use super::outcome::RateLimitOutcome;
+use super::refusal::{respond, RefusalHook};
 use super::state::LayerState;
 use crate::admission::Admission;
 use crate::http::{Answer, KeyExtractor, PeerExtractor, RequestId, X_REQUEST_ID};
@@ -30,14 +31,21 @@ pub struct RateLimit<S, A, X = PeerExtractor> {
     inner: S,
     state: Arc<LayerState<A, X>>,
     options: Options,
+    on_refusal: Option<RefusalHook>,
 }
 
 impl<S, A, X> RateLimit<S, A, X> {
-    pub(super) fn new(inner: S, state: Arc<LayerState<A, X>>, options: Options) -> Self {
+    pub(super) fn new(
+        inner: S,
+        state: Arc<LayerState<A, X>>,
+        options: Options,
+        on_refusal: Option<RefusalHook>,
+    ) -> Self {
         RateLimit {
             inner,
             state,
             options,
+            on_refusal,
         }
     }
 }
@@ -48,6 +56,7 @@ impl<S: Clone, A, X> Clone for RateLimit<S, A, X> {
             inner: self.inner.clone(),
             state: Arc::clone(&self.state),
             options: self.options,
+            on_refusal: self.on_refusal.clone(),
         }
     }
 }
@@ -94,6 +103,7 @@ where
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let options = self.options;
         let state = &self.state;
+        let on_refusal = self.on_refusal.as_ref();
         let step = state.with_compiled(|compiled| {
             let Some(route) = compiled
                 .routes
@@ -111,6 +121,7 @@ where
                     route,
                     caller,
                     options,
+                    on_refusal: on_refusal.cloned(),
                 }));
             };
             let profile = &*compiled.profile;
@@ -142,6 +153,7 @@ where
                 remaining,
                 outcome,
                 options,
+                on_refusal,
             )
         });
         match step {
@@ -172,6 +184,9 @@ where
 }
 
 /// The refusal of `request`, with its request id (the caller's own when well-formed).
+// Each argument is one thing `call` already has at hand; a struct for them would be built on
+// the same cold path just to be taken apart.
+#[allow(clippy::too_many_arguments)]
 #[cold]
 fn refuse<ReqBody, B: From<Vec<u8>>, A, X>(
     request: &Request<ReqBody>,
@@ -181,13 +196,13 @@ fn refuse<ReqBody, B: From<Vec<u8>>, A, X>(
     remaining: Option<crate::Remaining>,
     outcome: RateLimitOutcome,
     options: Options,
+    on_refusal: Option<&RefusalHook>,
 ) -> Step<B, A, X> {
     let request_id = RequestId::from_headers(request.headers());
-    let mut refusal = Answer::new(*decision, profile, &request_id)
+    let answer = Answer::new(*decision, profile, &request_id)
         .with_policy(entry.policy())
-        .with_remaining(remaining, entry.limits())
-        .refusal::<B>()
-        .expect("not an admit");
+        .with_remaining(remaining, entry.limits());
+    let mut refusal = respond::<B>(&answer, &request_id, on_refusal);
     if options.outcome_in_response {
         refusal.extensions_mut().insert(outcome);
     }

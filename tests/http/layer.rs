@@ -671,3 +671,71 @@ async fn legacy_headers_describe_the_callers_tightest_bucket_only_when_asked() {
     assert!(r.headers().get("ratelimit").is_some());
     assert_eq!(legacy_of(&r), [None, None, None]);
 }
+
+#[tokio::test]
+async fn a_refusal_hook_shapes_the_response_and_tollgate_keeps_retry_after_and_the_id() {
+    let inner = service_fn(|_: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(b"ok".to_vec()))
+    });
+    let svc = RateLimitLayer::new(limiter())
+        .on_refusal(|cx| {
+            let secs = cx.retry_after_secs?;
+            let text = format!("slow down ({}): {secs}s", cx.request_id.as_str());
+            Response::builder()
+                .status(429)
+                .header("content-type", "text/plain")
+                .header("x-shaped", "yes")
+                .header("retry-after", "999")
+                .body(text.into_bytes())
+                .ok()
+        })
+        .layer(inner);
+    for _ in 0..2 {
+        let r = svc
+            .clone()
+            .oneshot(request(Method::GET, "/v1/x"))
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 200);
+        assert_eq!(r.body(), b"ok");
+    }
+    let r = svc
+        .clone()
+        .oneshot(with_id(request(Method::GET, "/v1/x"), "req-7"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["content-type"], "text/plain");
+    assert_eq!(r.headers()["x-shaped"], "yes");
+    // Tollgate's own Retry-After wins over the hook's, and the id is the caller's.
+    assert_eq!(r.headers()["retry-after"], "1");
+    assert_eq!(r.headers()["x-request-id"], "req-7");
+    assert_eq!(r.headers()["cache-control"], "no-store");
+    assert!(r.headers().get("ratelimit-policy").is_some());
+    assert_eq!(r.body(), b"slow down (req-7): 1s");
+}
+
+#[tokio::test]
+async fn a_refusal_hook_that_declines_keeps_the_default_problem_response() {
+    let inner = service_fn(|_: Request<String>| async {
+        Ok::<_, Infallible>(Response::new(b"ok".to_vec()))
+    });
+    let svc = RateLimitLayer::new(limiter())
+        .on_refusal(|_| None)
+        .layer(inner);
+    let mut last = None;
+    for _ in 0..3 {
+        last = Some(
+            svc.clone()
+                .oneshot(request(Method::GET, "/v1/x"))
+                .await
+                .unwrap(),
+        );
+    }
+    let r = last.unwrap();
+    assert_eq!(r.status(), 429);
+    assert_eq!(r.headers()["content-type"], "application/problem+json");
+    assert_eq!(r.headers()["retry-after"], "1");
+    let body: serde_json::Value = serde_json::from_slice(r.body()).unwrap();
+    assert_eq!(body["status"], 429);
+}
