@@ -27,6 +27,10 @@
 //! the capacity window (the same for everyone), the remaining tokens are the caller's own, and
 //! the detail texts are fixed sentences.
 //!
+//! The tower layer can add the legacy `X-RateLimit-Limit`, `-Remaining` and `-Reset` (the
+//! caller's tightest bucket; `RateLimitLayer::legacy_headers`) and let a hook shape the refusal
+//! (`RateLimitLayer::on_refusal`); the headers above stay on the hook's response.
+//!
 //! ```
 //! use tollgate::http::{Answer, RequestId};
 //! use tollgate::{BucketKind, Decision, Profile};
