@@ -3,10 +3,12 @@
 //!
 //! - [`model`]: profiles with chosen numbers, a limiter on a mock clock, and the reference model
 //!   (integers, no atomics) that property tests compare the limiter with;
+//! - [`metrics`]: what a `metrics-util` debugging recorder collected, by name and labels;
 //! - [`redis_server`]: a `redis-server` of the test's own on a free loopback port;
 //! - [`fuzz`]: the check each fuzz target runs, shared with the corpus replay test.
 
 pub mod fuzz;
+pub mod metrics;
 pub mod model;
 pub mod redis_server;
 

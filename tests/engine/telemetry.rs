@@ -5,44 +5,16 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
+use metrics_util::debugging::DebuggingRecorder;
 use tollgate::observe::BudgetAlert;
 use tollgate::quanta::Clock;
 use tollgate::{Key, Limiter, Outcome, Profile};
+use tollgate_testkit::metrics::{snapshot, value};
 
 const PROFILE: &str = "name: m\nidentities: { capacity: 64 }\nroute_classes:\n  read:\n    \
     burst: { tokens: 2, per: 1s }\n    sustained: { tokens: 1000, per: 1h }\nshared_capacity:\n  \
     shards: 1\n  window: 1s\n  slots_per_window: 10\n  tenant_share: 0.5\n  tenants:\n    \
     acme: { weight: 1 }\nerror_budget:\n  capacity_rejections: 0.2\n  window: 10s\n";
-
-/// (name, labels sorted) -> value.
-fn snapshot(s: &Snapshotter) -> Vec<(String, Vec<String>, f64)> {
-    s.snapshot()
-        .into_vec()
-        .into_iter()
-        .map(|(k, _, _, v)| {
-            let key = k.key();
-            let mut labels: Vec<String> = key
-                .labels()
-                .map(|l| format!("{}={}", l.key(), l.value()))
-                .collect();
-            labels.sort();
-            let v = match v {
-                DebugValue::Counter(c) => c as f64,
-                DebugValue::Gauge(g) => g.into_inner(),
-                DebugValue::Histogram(h) => h.len() as f64,
-            };
-            (key.name().to_owned(), labels, v)
-        })
-        .collect()
-}
-
-fn value(snap: &[(String, Vec<String>, f64)], name: &str, labels: &[&str]) -> f64 {
-    snap.iter()
-        .filter(|(n, l, _)| n == name && labels.iter().all(|want| l.iter().any(|x| x == want)))
-        .map(|(_, _, v)| *v)
-        .sum()
-}
 
 #[test]
 fn decisions_are_counted_and_the_error_budget_alerts() {
