@@ -69,10 +69,14 @@ fn check_decision(r: tg_result, d: &tg_decision) {
     }
     let status = match d.kind {
         tg_decision_kind::Admit => 200,
-        tg_decision_kind::Throttle => 429,
+        tg_decision_kind::Throttle | tg_decision_kind::Exceeds => 429,
         tg_decision_kind::Unavailable => 503,
     };
     assert_eq!(d.http_status, status, "{d:?}");
+    if d.kind == tg_decision_kind::Exceeds {
+        assert_eq!(d.retry_after_ms, TG_RETRY_AFTER_NONE, "no made-up wait");
+        assert_ne!(d.bucket, tg_bucket_kind::None, "{d:?}");
+    }
     if d.kind == tg_decision_kind::Admit {
         assert_eq!(d.retry_after_ms, TG_RETRY_AFTER_NONE);
     } else {
