@@ -254,4 +254,86 @@ mod tests {
         assert!(l.charge(tats, 999, l.unit()).is_err());
         assert!(l.charge(tats, 1_000, l.unit()).is_ok());
     }
+
+    #[test]
+    fn weighted_cost_fits_exactly_or_never() {
+        let r = Rate::new(4, 4_000); // t = 1000, tau = 4000
+        assert_eq!(r.cost(0), Some(0));
+        assert_eq!(r.cost(4), Some(4_000));
+        assert_eq!(r.cost(5), None, "more than the bucket holds");
+        // n = 4 from full, then 1 more needs 1000 ns; 3 at 2000 ns needs 1000 more.
+        let tat = r.charge(0, 0, 4_000).unwrap();
+        assert_eq!(tat, 4_000);
+        assert_eq!(r.charge(tat, 0, 1_000), Err(1_000));
+        assert_eq!(r.charge(tat, 2_000, 3_000), Err(1_000));
+        assert_eq!(r.charge(tat, 3_000, 3_000), Ok(7_000));
+        // An idle bucket holds `tau`, not more: a full charge at any later time fits exactly.
+        assert_eq!(r.charge(tat, 1 << 40, 4_000), Ok((1 << 40) + 4_000));
+    }
+
+    #[test]
+    fn cost_overflow_is_checked_not_wrapped() {
+        // The largest emission interval the profile allows: one token per MAX_PERIOD_NANOS.
+        let r = Rate::new(1, MAX_PERIOD_NANOS);
+        assert_eq!(r.cost(1), Some(MAX_PERIOD_NANOS));
+        // u32::MAX * t (about 1.4e26) overflows a u64: `checked_mul` refuses it, no wrap.
+        assert_eq!(r.cost(u32::MAX), None);
+        // Where `n * t` itself would overflow a u64, `checked_mul` refuses it too.
+        let huge = Rate {
+            t: u64::MAX / 2,
+            tau: u64::MAX / 2,
+        };
+        assert_eq!(huge.cost(3), None);
+        assert_eq!(huge.cost(1), Some(u64::MAX / 2));
+        // The largest bucket: MAX_TOKENS tokens, all of them in one request.
+        let big = Rate::new(MAX_TOKENS, MAX_PERIOD_NANOS);
+        assert_eq!(big.cost(u32::MAX), Some(big.tau));
+    }
+
+    #[test]
+    fn weighted_charge_and_refund_are_exact_for_both_buckets() {
+        let l = Limits {
+            burst: Rate::new(5, 500),        // t = 100
+            sustained: Rate::new(8, 80_000), // t = 10_000
+        };
+        assert_eq!(l.cost(6), Err(BucketKind::Burst));
+        assert_eq!(
+            l.cost(9),
+            Err(BucketKind::Burst),
+            "both too small: the smaller bucket"
+        );
+        let cost = l.cost(5).unwrap();
+        assert_eq!(
+            cost,
+            Cost {
+                burst: 500,
+                sustained: 50_000
+            }
+        );
+        let full = Tats::full(1_000);
+        let charged = l.charge(full, 1_000, cost).unwrap();
+        assert_eq!(
+            cost.refund(charged),
+            full,
+            "a refund undoes the charge exactly"
+        );
+        // Sustained has 3 tokens left, burst none: 3 more need the burst's 300 ns.
+        assert_eq!(
+            l.charge(charged, 1_000, l.cost(3).unwrap()),
+            Err(Short {
+                wait: 300,
+                bucket: BucketKind::Burst
+            })
+        );
+        // After 500 ns the burst is full again; sustained holds 3 tokens and 500 ns: 4 waits
+        // the 9_500 ns its fourth token lacks.
+        assert_eq!(
+            l.charge(charged, 1_500, l.cost(4).unwrap()),
+            Err(Short {
+                wait: 9_500,
+                bucket: BucketKind::Sustained
+            })
+        );
+        assert!(l.charge(charged, 1_500, l.cost(3).unwrap()).is_ok());
+    }
 }

@@ -115,14 +115,27 @@ pub fn check(data: &[u8]) {
                     Some(_) => assert_eq!(out, 77),
                 }
             }
-            1 | 2 => {
+            op @ (1 | 2) => {
                 let (tp, tn, ts) = b.buf(12);
                 let (pp, pn, ps) = b.buf(12);
                 let class = u32::from(b.u8() % 5);
                 let mut out = SENTINEL;
+                // 2: weighted, a cost from 0 (check) past the buckets (class a's burst is 2).
+                let n = (op == 2).then(|| match b.u8() {
+                    0xff => u32::MAX,
+                    x => u32::from(x % 5),
+                });
                 // SAFETY: as above.
-                let r = code(unsafe { tg_admit(lim, tp, tn, pp, pn, class, &mut out) });
+                let r = code(unsafe {
+                    match n {
+                        None => tg_admit(lim, tp, tn, pp, pn, class, &mut out),
+                        Some(n) => tg_admit_n(lim, tp, tn, pp, pn, class, n, &mut out),
+                    }
+                });
                 check_decision(r, &out);
+                if r == tg_result::Ok && n == Some(u32::MAX) {
+                    assert_eq!(out.kind, tg_decision_kind::Exceeds, "{out:?}");
+                }
                 // The documented order: tenant, principal (NULL, UTF-8), class, emptiness.
                 let arg = |s: Option<&[u8]>| match s {
                     None => Some(tg_result::NullArgument),
@@ -145,7 +158,14 @@ pub fn check(data: &[u8]) {
                 let class = u32::from(b.u8() % 4);
                 let mut out = SENTINEL;
                 // SAFETY: as above.
-                let r = code(unsafe { tg_admit_anonymous(lim, p.cast(), n, class, &mut out) });
+                let weighted = b.u8() & 1 == 1;
+                let r = code(unsafe {
+                    if !weighted {
+                        tg_admit_anonymous(lim, p.cast(), n, class, &mut out)
+                    } else {
+                        tg_admit_anonymous_n(lim, p.cast(), n, class, 2, &mut out)
+                    }
+                });
                 check_decision(r, &out);
                 match s {
                     None => assert_eq!(r, tg_result::NullArgument),
