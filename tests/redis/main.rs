@@ -7,4 +7,5 @@ mod decisions;
 mod outage;
 #[cfg(feature = "metrics")]
 mod telemetry;
+mod weighted;
 mod workers;
