@@ -4,7 +4,7 @@
 use core::fmt;
 use std::sync::Arc;
 
-use crate::bucket::{Cost, Limits, Tats};
+use crate::bucket::{Cost, Tats};
 use crate::capacity::{Partition, Taken, Tenants};
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Remaining};
@@ -316,9 +316,8 @@ impl Limiter {
     #[inline]
     fn decide(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> Verdict {
         let class = cfg.class(key.class);
-        let limits = class.limits;
         let now = self.nanos_since_epoch(raw);
-        let computed = match self.charge(cfg, limits, key, limits.unit(), 1, now) {
+        let computed = match self.charge(cfg, key, class.limits.unit(), 1, now) {
             Ok(_) => Decision::Admit,
             Err(refused) => refused,
         };
@@ -344,7 +343,7 @@ impl Limiter {
         let cost = limits
             .cost(n)
             .map_err(|bucket| Decision::Exceeds { bucket })?;
-        self.charge(cfg, limits, key, cost, n.into(), now).map(Some)
+        self.charge(cfg, key, cost, n.into(), now).map(Some)
     }
 
     /// Charges `cost` to the caller's buckets and `slots` of shared capacity, all or nothing
@@ -353,12 +352,12 @@ impl Limiter {
     fn charge(
         &self,
         cfg: &Config,
-        limits: Limits,
         key: &Key<'_>,
         cost: Cost,
         slots: u64,
         now: u64,
     ) -> Result<Receipt, Decision> {
+        let limits = cfg.class(key.class).limits;
         let (digest, tenant) = self.engine.hasher.digests(key);
         // Consulted only if the identity must claim a slot (the cold path).
         let partition = Partition {
