@@ -87,8 +87,11 @@ use crate::published::PublishedLimits;
 use crate::{decision::Cause, Limiter};
 
 mod builder;
+mod connection;
 mod deny;
 mod script;
+mod sentinel;
+mod topology;
 
 pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
 
@@ -126,6 +129,7 @@ impl RedisLimiter {
             connect_timeout: Duration::from_secs(1),
             margin: Duration::from_millis(100),
             observe: Default::default(),
+            replica_acks: None,
         }
     }
 
