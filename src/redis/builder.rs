@@ -27,7 +27,7 @@ pub struct RedisBuilder {
     pub(super) connect_timeout: Duration,
     pub(super) margin: Duration,
     pub(super) observe: ObserveOptions,
-    pub(super) replica_acks: Option<u32>,
+    pub(super) replica_acks: u32,
 }
 
 /// Why [`RedisLimiter::connect`] failed.
@@ -115,7 +115,7 @@ impl RedisBuilder {
     /// round trip less per decision (a failover may then forget the last admissions the old
     /// primary had not yet replicated). See the README's "Failover" for the measured cost.
     pub fn replica_acks(mut self, replicas: u32) -> Self {
-        self.replica_acks = Some(replicas);
+        self.replica_acks = replicas;
         self
     }
 
@@ -155,7 +155,7 @@ impl RedisBuilder {
             &topology,
             self.connect_timeout,
             self.replica_acks,
-            self.profile.store.timeout.get(),
+            self.profile.store.timeout.get() / 2,
         )
         .await?;
         let secret = match self.secret {
@@ -180,10 +180,7 @@ impl RedisBuilder {
 /// The secret kept in Redis: created once by the first worker (`SET NX`), then read by all, and
 /// on the replicas (if the builder asks for acknowledgements) before anyone uses it: a secret a
 /// failover forgot would split every identity's budget in two.
-async fn stored_secret(
-    conn: &mut Connection,
-    prefix: &str,
-) -> Result<Vec<u8>, ConnectError> {
+async fn stored_secret(conn: &mut Connection, prefix: &str) -> Result<Vec<u8>, ConnectError> {
     let key = format!("{prefix}:{{secret}}");
     let fresh: String = random_secret().iter().map(|b| format!("{b:02x}")).collect();
     let (secret,): (String,) = ::redis::pipe()

@@ -34,7 +34,9 @@ pub(super) struct Connection {
     link: Link,
     /// Replicas that must hold a script's writes before its reply counts; 0 for none.
     acks: u32,
-    /// `WAIT`'s own timeout in milliseconds (at least 1: 0 would wait forever).
+    /// `WAIT`'s own timeout in milliseconds (at least 1: 0 would wait forever): half the
+    /// profile's `store.timeout`, so that a missing acknowledgement is seen (and, with
+    /// Sentinels, acted on) before the caller gives up.
     wait_ms: u64,
 }
 
@@ -46,15 +48,15 @@ enum Link {
 }
 
 impl Connection {
-    /// Connects to `topology`; `timeout` bounds each connect. `acks`: `None` for the default
-    /// (0 on one node, 1 on a Cluster or with Sentinels, where a replica takes over).
+    /// Connects to `topology`; `timeout` bounds each connect. `acks`: replicas each script
+    /// call waits for (0: none).
     pub(super) async fn open(
         topology: &Topology,
         timeout: Duration,
-        acks: Option<u32>,
+        acks: u32,
         wait: Duration,
     ) -> RedisResult<Connection> {
-        let (link, default_acks) = match topology {
+        let link = match topology {
             Topology::Single(url) => {
                 let client = ::redis::Client::open(url.as_str())?;
                 let config = ConnectionManagerConfig::new()
@@ -66,7 +68,7 @@ impl Connection {
                     .set_max_delay(Duration::from_millis(200))
                     .set_number_of_retries(4);
                 let conn = client.get_connection_manager_with_config(config).await?;
-                (Link::Single(conn), 0)
+                Link::Single(conn)
             }
             Topology::Cluster(nodes) => {
                 let client = ClusterClient::builder(nodes.iter().map(String::as_str))
@@ -79,7 +81,7 @@ impl Connection {
                     .min_retry_wait(10)
                     .max_retry_wait(100)
                     .build()?;
-                (Link::Cluster(client.get_async_connection().await?), 1)
+                Link::Cluster(client.get_async_connection().await?)
             }
             Topology::Sentinel {
                 sentinels,
@@ -88,12 +90,12 @@ impl Connection {
             } => {
                 let link =
                     SentinelLink::connect(sentinels, master.clone(), node.clone(), timeout).await?;
-                (Link::Sentinel(link), 1)
+                Link::Sentinel(link)
             }
         };
         Ok(Connection {
             link,
-            acks: acks.unwrap_or(default_acks),
+            acks,
             wait_ms: (wait.as_millis() as u64).max(1),
         })
     }
@@ -104,14 +106,23 @@ impl Connection {
         if self.acks == 0 {
             return Ok(());
         }
+        let need = match &self.link {
+            Link::Sentinel(s) => s.replicas().min(self.acks),
+            _ => self.acks,
+        };
         let mut wait = ::redis::cmd("WAIT");
-        wait.arg(self.acks).arg(self.wait_ms);
+        wait.arg(need).arg(self.wait_ms);
         let acked = self.link.send(&wait).await?;
-        self.enough(acked)
+        self.enough(acked, need)
     }
 
     /// One script call whose reply counts only once `acks` replicas hold its writes.
     async fn acknowledged(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        if let Link::Sentinel(s) = &self.link {
+            let (reply, acked, need) = s.send_acknowledged(cmd, self.acks, self.wait_ms).await?;
+            self.enough(Value::Int(acked), need)?;
+            return Ok(reply);
+        }
         let reply = self.link.send(cmd).await?;
         if let Value::ServerError(_) = reply {
             // Nothing was written (NOSCRIPT, a script error): the caller sees the error.
@@ -122,7 +133,8 @@ impl Connection {
         let acked = match &mut self.link {
             // To the node that ran the script: the primary of its first key's slot.
             Link::Cluster(c) => {
-                let route = first_key(cmd).map(|k| Route::with_slot(Slot::for_key(k), SlotAddr::Master));
+                let route =
+                    first_key(cmd).map(|k| Route::with_slot(Slot::for_key(k), SlotAddr::Master));
                 match route {
                     Some(route) => {
                         c.route_command(
@@ -136,17 +148,19 @@ impl Connection {
             }
             link => link.send(&wait).await?,
         };
-        self.enough(acked)?;
+        self.enough(acked, self.acks)?;
         Ok(reply)
     }
 
-    fn enough(&self, acked: Value) -> RedisResult<()> {
+    /// `acked` (`WAIT`'s reply) is at least `need`, or an error (and, with Sentinels, a look
+    /// at who is primary now).
+    fn enough(&self, acked: Value, need: u32) -> RedisResult<()> {
         let n = match acked {
             Value::Int(n) => n,
             Value::ServerError(e) => return Err(e.into()),
             _ => -1,
         };
-        if n >= i64::from(self.acks) {
+        if n >= i64::from(need) {
             return Ok(());
         }
         if let Link::Sentinel(s) = &self.link {
@@ -157,8 +171,8 @@ impl Connection {
             ErrorKind::Io,
             "writes not acknowledged",
             format!(
-                "{n} of {} replicas acknowledged within {}ms",
-                self.acks, self.wait_ms
+                "{n} of {need} replicas acknowledged within {}ms",
+                self.wait_ms
             ),
         )))
     }

@@ -129,7 +129,7 @@ impl RedisLimiter {
             connect_timeout: Duration::from_secs(1),
             margin: Duration::from_millis(100),
             observe: Default::default(),
-            replica_acks: None,
+            replica_acks: 0,
         }
     }
 

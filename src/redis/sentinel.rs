@@ -43,6 +43,10 @@ struct Shared {
 struct Primary {
     addr: (String, u16),
     conn: MultiplexedConnection,
+    /// Replicas this primary has been seen with (`ROLE`): at connect, then only ever raised
+    /// while it stays the primary. Acknowledged writes wait for at most this many (see
+    /// [`SentinelLink::send_acknowledged`]).
+    replicas: u32,
 }
 
 /// The resolver's side: the Sentinels and how to reach the primary they name.
@@ -90,6 +94,40 @@ impl SentinelLink {
         self.shared.poke.notify_one();
     }
 
+    /// `cmd`, then `WAIT` on the same primary for `min(acks, replicas it was seen with)`
+    /// replicas: the number of replicas acknowledged and the number required.
+    ///
+    /// Why not simply `acks`: after a failover the new primary has no replica until the old one
+    /// rejoins (seconds to minutes); it holds every write its replica acknowledged before, so
+    /// serving from it at once forgets nothing. The old primary, though, keeps the count it
+    /// had: once its replica is promoted its writes are refused, not lost.
+    pub(super) async fn send_acknowledged(
+        &self,
+        cmd: &Cmd,
+        acks: u32,
+        wait_ms: u64,
+    ) -> RedisResult<(Value, i64, u32)> {
+        let primary = self.current()?;
+        let mut conn = primary.conn.clone();
+        let r = conn.req_packed_command(cmd).await;
+        self.check(&primary, r.as_ref().map(core::slice::from_ref));
+        let reply = r?;
+        let need = acks.min(primary.replicas);
+        if need == 0 || matches!(reply, Value::ServerError(_)) {
+            return Ok((reply, 0, 0));
+        }
+        let mut wait = ::redis::cmd("WAIT");
+        wait.arg(need).arg(wait_ms);
+        let r = conn.req_packed_command(&wait).await;
+        self.check(&primary, r.as_ref().map(core::slice::from_ref));
+        let acked = match r? {
+            Value::Int(n) => n,
+            Value::ServerError(e) => return Err(e.into()),
+            _ => -1,
+        };
+        Ok((reply, acked, need))
+    }
+
     pub(super) async fn send(&self, cmd: &Cmd) -> RedisResult<Value> {
         let primary = self.current()?;
         let mut conn = primary.conn.clone();
@@ -109,6 +147,15 @@ impl SentinelLink {
         let r = conn.req_packed_commands(pipeline, offset, count).await;
         self.check(&primary, r.as_ref().map(Vec::as_slice));
         r
+    }
+
+    /// Replicas the current primary has been seen with (0 while there is none).
+    pub(super) fn replicas(&self) -> u32 {
+        self.shared
+            .primary
+            .load()
+            .as_ref()
+            .map_or(0, |p| p.replicas)
     }
 
     pub(super) fn db(&self) -> i64 {
@@ -147,7 +194,9 @@ impl SentinelLink {
         };
         if lost {
             // Only the connection this request used: a fresh one swapped in meanwhile stays.
-            self.shared.primary.compare_and_swap(used, None::<Arc<Primary>>);
+            self.shared
+                .primary
+                .compare_and_swap(used, None::<Arc<Primary>>);
             self.shared.poke.notify_one();
         }
     }
@@ -173,14 +222,15 @@ impl Resolver {
         for (client, cached) in &mut self.sentinels {
             let conn = match cached {
                 Some(c) => c,
-                None => match bounded(self.timeout, client.get_multiplexed_async_connection()).await
-                {
-                    Ok(c) => cached.insert(c),
-                    Err(e) => {
-                        last = Some(e);
-                        continue;
+                None => {
+                    match bounded(self.timeout, client.get_multiplexed_async_connection()).await {
+                        Ok(c) => cached.insert(c),
+                        Err(e) => {
+                            last = Some(e);
+                            continue;
+                        }
                     }
-                },
+                }
             };
             let mut q = ::redis::cmd("SENTINEL");
             q.arg("GET-MASTER-ADDR-BY-NAME").arg(&self.master);
@@ -219,16 +269,31 @@ impl Resolver {
             client.get_multiplexed_async_connection_with_config(&config),
         )
         .await?;
-        let role: Vec<Value> =
-            bounded(self.timeout, ::redis::cmd("ROLE").query_async(&mut conn)).await?;
-        match role.first() {
-            Some(Value::BulkString(b)) if b == b"master" => Ok(Primary { addr, conn }),
-            _ => Err(RedisError::from((
+        match self.replicas(&mut conn).await? {
+            Some(replicas) => Ok(Primary {
+                addr,
+                conn,
+                replicas,
+            }),
+            None => Err(RedisError::from((
                 ErrorKind::Server(ServerErrorKind::ReadOnly),
                 "not a primary",
                 format!("{}:{} is not a primary yet", addr.0, addr.1),
             ))),
         }
+    }
+
+    /// `ROLE`: the number of replicas connected if the node is a primary, `None` if it is not.
+    async fn replicas(&self, conn: &mut MultiplexedConnection) -> RedisResult<Option<u32>> {
+        let role: Vec<Value> =
+            bounded(self.timeout, ::redis::cmd("ROLE").query_async(conn)).await?;
+        Ok(match (role.first(), role.get(2)) {
+            (Some(Value::BulkString(b)), Some(Value::Array(replicas))) if b == b"master" => {
+                Some(replicas.len() as u32)
+            }
+            (Some(Value::BulkString(b)), _) if b == b"master" => Some(0),
+            _ => None,
+        })
     }
 }
 
@@ -250,10 +315,24 @@ async fn resolve_forever(shared: Weak<Shared>, mut resolver: Resolver) {
         };
         let Some(s) = shared.upgrade() else { return };
         let current = s.primary.load_full();
-        if current.as_ref().is_some_and(|p| p.addr == addr) {
+        drop(s);
+        if let Some(p) = current.filter(|p| p.addr == addr) {
+            // Still the primary: learn of replicas that joined (never forget one that left:
+            // it may have been promoted elsewhere).
+            let mut conn = p.conn.clone();
+            if let Ok(Some(n)) = resolver.replicas(&mut conn).await {
+                if n > p.replicas {
+                    let Some(s) = shared.upgrade() else { return };
+                    let raised = Arc::new(Primary {
+                        addr: p.addr.clone(),
+                        conn,
+                        replicas: n,
+                    });
+                    s.primary.compare_and_swap(&p, Some(raised));
+                }
+            }
             continue;
         }
-        drop(s);
         if let Ok(fresh) = resolver.open(addr).await {
             let Some(s) = shared.upgrade() else { return };
             s.primary.store(Some(Arc::new(fresh)));

@@ -39,9 +39,15 @@ impl Topology {
         if let Some(rest) = strip_scheme(url, CLUSTER) {
             let (auth, hosts, path) = split(url, rest)?;
             if !path.is_empty() {
-                return Err(bad(url, "a cluster has no database: end the URL after the hosts"));
+                return Err(bad(
+                    url,
+                    "a cluster has no database: end the URL after the hosts",
+                ));
             }
-            let nodes = hosts.iter().map(|h| format!("redis://{auth}{h}/")).collect();
+            let nodes = hosts
+                .iter()
+                .map(|h| format!("redis://{auth}{h}/"))
+                .collect();
             return Ok(Topology::Cluster(nodes));
         }
         if let Some(rest) = strip_scheme(url, SENTINEL) {
@@ -49,7 +55,10 @@ impl Topology {
             let mut parts = path.splitn(2, '/');
             let master = parts.next().unwrap_or_default();
             if master.is_empty() {
-                return Err(bad(url, "name the primary: redis+sentinel://host:port/<master>"));
+                return Err(bad(
+                    url,
+                    "name the primary: redis+sentinel://host:port/<master>",
+                ));
             }
             let db = parts.next().unwrap_or_default();
             // The redis crate parses credentials and database (with its percent-decoding).
@@ -71,7 +80,8 @@ impl Topology {
 
 fn strip_scheme<'a>(url: &'a str, scheme: &str) -> Option<&'a str> {
     let head = url.get(..scheme.len())?;
-    head.eq_ignore_ascii_case(scheme).then(|| &url[scheme.len()..])
+    head.eq_ignore_ascii_case(scheme)
+        .then(|| &url[scheme.len()..])
 }
 
 /// `[auth@]h:p,h:p[/path]` into (`auth@` or "", the hosts, the path without its leading `/`).
@@ -83,7 +93,7 @@ fn split<'a>(url: &str, rest: &'a str) -> RedisResult<(&'a str, Vec<&'a str>, &'
     };
     let hosts: Vec<&str> = hosts.split(',').collect();
     for h in &hosts {
-        let port = h.rsplit_once(':').map(|(host, port)| (host, port));
+        let port = h.rsplit_once(':');
         match port {
             Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => {}
             _ => return Err(bad(url, &format!("`{h}` is not host:port"))),
