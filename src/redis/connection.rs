@@ -247,3 +247,27 @@ impl ConnectionLike for Connection {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_wait_goes_to_the_slot_of_the_scripts_first_key() {
+        let mut eval = ::redis::cmd("EVALSHA");
+        eval.arg("abc")
+            .arg(2)
+            .arg("t:{42}:i:x")
+            .arg("t:{42}:s")
+            .arg("1");
+        assert!(is_script(&eval));
+        assert_eq!(first_key(&eval), Some(&b"t:{42}:i:x"[..]));
+        let mut keyless = ::redis::cmd("EVAL");
+        keyless.arg("return 1").arg(0);
+        assert!(is_script(&keyless));
+        assert_eq!(first_key(&keyless), None);
+        let mut get = ::redis::cmd("GET");
+        get.arg("k");
+        assert!(!is_script(&get));
+    }
+}
