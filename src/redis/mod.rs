@@ -19,6 +19,15 @@
 //! # Ok(()) }
 //! ```
 //!
+//! # Topologies
+//! The URL chooses: `redis://host:port/db` one node; `redis+cluster://h1:p1,h2:p2/` a Redis
+//! Cluster from seed nodes; `redis+sentinel://s1:p1,s2:p2/<master>[/db]` the primary the
+//! Sentinels monitor under `<master>` (credentials, `user:pass@` before the hosts, are the data
+//! nodes'). On a Cluster `MOVED` and `ASK` are followed and the script is loaded on every node;
+//! with Sentinels the primary is looked up again every 250ms and whenever a request sees it fail
+//! or demoted. During a failover decisions fail closed; a new primary may lack the old one's last
+//! writes unless [`RedisBuilder::replica_acks`] makes each decision wait for a replica.
+//!
 //! # One round trip, one script
 //! Each decision is one `EVALSHA` of one Lua script (`admit.lua`, reloaded by the client on
 //! `NOSCRIPT`). The script reads the server's clock (`TIME`, never the worker's), charges both
@@ -88,8 +97,11 @@ use crate::published::PublishedLimits;
 use crate::{decision::Cause, Limiter};
 
 mod builder;
+mod connection;
 mod deny;
 mod script;
+mod sentinel;
+mod topology;
 
 pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
 
@@ -116,7 +128,9 @@ impl RedisLimiter {
         RedisLimiter::builder(url, profile).connect().await
     }
 
-    /// Starts building a limiter on the Redis at `url` (`redis://host:port/db`).
+    /// Starts building a limiter on the Redis at `url`: `redis://host:port/db` (one node),
+    /// `redis+cluster://host:port,host:port/` (a Redis Cluster) or
+    /// `redis+sentinel://host:port,host:port/<master>[/db]` (see the module doc).
     pub fn builder(url: &str, profile: Profile) -> RedisBuilder {
         RedisBuilder {
             url: url.to_owned(),
@@ -127,6 +141,7 @@ impl RedisLimiter {
             connect_timeout: Duration::from_secs(1),
             margin: Duration::from_millis(100),
             observe: Default::default(),
+            replica_acks: 0,
         }
     }
 

@@ -5,9 +5,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::time::Instant;
 
-use ::redis::aio::ConnectionManager;
 use ::redis::Script;
 
+use super::connection::Connection;
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Outcome};
 use crate::identity::{Digest, Key};
@@ -29,7 +29,7 @@ const EXPIRED: u8 = 255;
 
 /// The store: one connection (re-established in the background) and the loaded script.
 pub(super) struct Store {
-    conn: ConnectionManager,
+    conn: Connection,
     script: Script,
     refund: Script,
     pub(super) prefix: Box<str>,
@@ -93,7 +93,7 @@ impl ServerClock {
 impl Store {
     /// Loads the script on `conn`.
     pub(super) async fn new(
-        mut conn: ConnectionManager,
+        mut conn: Connection,
         prefix: String,
         margin: Duration,
     ) -> Result<Store, ::redis::RedisError> {

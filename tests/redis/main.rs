@@ -3,6 +3,7 @@
 //! fail, saying how to install it.
 #![cfg(feature = "redis")]
 
+mod acks;
 mod decisions;
 mod outage;
 #[cfg(feature = "metrics")]
