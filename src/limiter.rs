@@ -221,25 +221,28 @@ impl Limiter {
             caps: &cfg.identity_caps,
             tenant,
         };
+        let near_debt = class.near_limit_debt;
         let charged = self.table.update(digest, &partition, now, |stored| {
             // A refusal writes nothing, after a reload too: the stored TATs are kept as they are.
             match limits.charge(stored, now) {
-                Ok(next) => Apply::Write(next, Decision::Admit),
-                Err(short) => Apply::Keep(short.throttle()),
+                // Near the limit: the burst left after this admission is below the profile's
+                // share (one comparison; see `config::near_limit_debt`).
+                Ok(next) => Apply::Write(next, (Decision::Admit, next.burst - now > near_debt)),
+                Err(short) => Apply::Keep((short.throttle(), false)),
             }
         });
         let computed = match charged {
-            Ok(Decision::Admit) => match &cfg.capacity {
-                None => Decision::Admit,
+            Ok((Decision::Admit, near)) => match &cfg.capacity {
+                None => self.admitted(cfg, key, near),
                 Some(cap) => match cap.take(&self.tenants, tenant, key, now) {
-                    Ok(()) => Decision::Admit,
+                    Ok(()) => self.admitted(cfg, key, near),
                     Err(refused) => {
                         self.refund(digest, limits);
                         refused
                     }
                 },
             },
-            Ok(throttle) => throttle,
+            Ok((throttle, _)) => throttle,
             // No slot: fail closed. No wait is given, since when a slot frees depends on other
             // callers' buckets.
             Err(_) => Decision::Unavailable {
@@ -248,6 +251,15 @@ impl Limiter {
             },
         };
         self.engine.conclude(cfg, class.shadow, key, computed, now)
+    }
+
+    /// An admission, counted as near the limit where it was.
+    #[inline]
+    fn admitted(&self, cfg: &Config, key: &Key<'_>, near: bool) -> Decision {
+        if near {
+            self.engine.near_limit(cfg, key);
+        }
+        Decision::Admit
     }
 
     /// What [`Limiter::admit`] would answer now, charging nothing.

@@ -27,6 +27,9 @@ pub(crate) struct ClassConfig {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pub(crate) shadow: bool,
+    /// An admission that leaves the burst's TAT more than this far ahead of the clock left
+    /// less than `observability.near_limit` of the burst: it counts as near the limit.
+    pub(crate) near_limit_debt: u64,
 }
 
 /// Everything a decision reads, for one profile.
@@ -60,6 +63,24 @@ fn limits(l: &RouteClassLimits) -> Limits {
         burst: Rate::new(l.burst.tokens.get(), l.burst.per.as_nanos()),
         sustained: Rate::new(l.sustained.tokens.get(), l.sustained.per.as_nanos()),
     }
+}
+
+/// The burst debt (nanoseconds its TAT is ahead of the clock) above which an admission left
+/// fewer than `share * tokens` whole tokens: with `k = ceil(share * tokens)` tokens wanted,
+/// `floor((tau - debt) / t) < k` exactly when `debt > tau - k * t`. Computed once per profile,
+/// so the admitted path compares one integer. A share of 0 gives `tau`, which no debt after an
+/// admission exceeds: nothing is counted.
+fn near_limit_debt(burst: Rate, tokens: u64, share: f64) -> u64 {
+    // `share` is in [0, 1], so `k` is at most `tokens` and `k * t` at most `tau`. A product
+    // within float error of a whole number is that number (0.7 * 10 is 7.000000000000001).
+    let x = share * tokens as f64;
+    let k = if (x - x.round()).abs() <= 1e-9 * x.max(1.0) {
+        x.round()
+    } else {
+        x.ceil()
+    };
+    let k = (k as u64).min(tokens);
+    burst.tau - k * burst.t
 }
 
 impl Config {
@@ -155,9 +176,15 @@ impl Config {
             .iter()
             .map(|name| {
                 let l = profile.route_classes.get(name).expect("validated");
+                let limits = limits(l);
                 ClassConfig {
                     name: name.as_str().into(),
-                    limits: limits(l),
+                    near_limit_debt: near_limit_debt(
+                        limits.burst,
+                        l.burst.tokens.get(),
+                        profile.observability.near_limit.get(),
+                    ),
+                    limits,
                     shadow: l.mode.unwrap_or(profile.mode) == Mode::Shadow,
                 }
             })

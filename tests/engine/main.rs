@@ -7,6 +7,7 @@ mod fuzz_corpus;
 mod key_flood;
 mod limiter;
 mod model;
+mod near_limit;
 mod profile;
 mod profile_b4;
 mod profile_valid;
