@@ -1,12 +1,12 @@
 //! `tollgate_near_limit_total`: an admission that leaves less than `observability.near_limit`
-//! of the caller's burst is counted, at exactly that threshold, per class and mode; the setting
-//! is validated with its line and column.
+//! of the caller's burst is counted, at exactly that threshold, per class and mode (the
+//! setting's validation is in `profile_observability.rs`).
 #![cfg(feature = "metrics")]
 
 use std::time::Duration;
 
 use metrics_util::debugging::DebuggingRecorder;
-use tollgate::profile::{ProfileErrorKind, DEFAULT_NEAR_LIMIT};
+use tollgate::profile::DEFAULT_NEAR_LIMIT;
 use tollgate::quanta::Clock;
 use tollgate::{Key, Limiter, Profile};
 use tollgate_testkit::metrics::{snapshot, value};
@@ -117,22 +117,4 @@ fn shadow_classes_count_with_their_mode_and_refilled_buckets_are_not_near() {
         value(&snap2, "tollgate_near_limit_total", &["route_class=dry"]),
         0.0
     );
-}
-
-#[test]
-fn a_bad_near_limit_is_refused_with_its_line_and_column() {
-    let src = "name: n\nidentities: { capacity: 64 }\nobservability:\n  near_limit: 1.5\n\
-               route_classes:\n  read:\n    burst: { tokens: 1, per: 1s }\n    \
-               sustained: { tokens: 10, per: 1h }\n";
-    let e = Profile::from_yaml(src).unwrap_err();
-    assert_eq!(e.kind(), ProfileErrorKind::Invalid, "{e}");
-    assert_eq!((e.line(), e.column()), (Some(4), Some(15)), "{e}");
-    assert!(
-        e.message().contains("observability.near_limit"),
-        "{}",
-        e.message()
-    );
-    let e = Profile::from_yaml(&src.replace("near_limit: 1.5", "near_limt: 0.1")).unwrap_err();
-    assert_eq!(e.kind(), ProfileErrorKind::Syntax, "{e}");
-    assert_eq!(e.line(), Some(4), "{e}");
 }

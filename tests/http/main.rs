@@ -18,3 +18,4 @@ mod layer;
 mod response;
 mod retry_storm;
 mod routes;
+mod sdk_label;
