@@ -49,10 +49,16 @@ mod tests {
     #[test]
     fn appended_once_to_the_callers_own() {
         assert_eq!(user_agent(None), PRODUCT_TOKEN);
-        assert_eq!(user_agent(Some(&HeaderValue::from_static(""))), PRODUCT_TOKEN);
+        assert_eq!(
+            user_agent(Some(&HeaderValue::from_static(""))),
+            PRODUCT_TOKEN
+        );
         let own = HeaderValue::from_static("billing-sync/3.2 (linux)");
         let with = user_agent(Some(&own));
-        assert_eq!(with, format!("billing-sync/3.2 (linux) {PRODUCT_TOKEN}").as_str());
+        assert_eq!(
+            with,
+            format!("billing-sync/3.2 (linux) {PRODUCT_TOKEN}").as_str()
+        );
         assert_eq!(user_agent(Some(&with)), with);
         assert!(PRODUCT_TOKEN.starts_with("tollgate-client/"));
     }

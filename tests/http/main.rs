@@ -1,6 +1,9 @@
 //! The HTTP contract, the tower layer and the demo gateway: one test binary (`tower` feature).
 #![cfg(feature = "tower")]
 
+#[path = "../../examples/gateway/admin.rs"]
+#[allow(dead_code)]
+mod admin;
 #[path = "../../examples/gateway/app.rs"]
 #[allow(dead_code)]
 mod app;
@@ -10,6 +13,7 @@ mod serve;
 #[path = "../../examples/storm/storm.rs"]
 mod storm;
 
+mod admin_routes;
 mod caller;
 mod flood;
 mod gateway_limits;

@@ -245,7 +245,10 @@ async fn every_attempt_carries_the_sdk_product_token_after_the_callers_own() {
         .map(|r| r.headers()["user-agent"].to_str().unwrap().to_owned())
         .collect();
     let token = tollgate_client::PRODUCT_TOKEN;
-    assert_eq!(token, concat!("tollgate-client/", env!("CARGO_PKG_VERSION")));
+    assert_eq!(
+        token,
+        concat!("tollgate-client/", env!("CARGO_PKG_VERSION"))
+    );
     // Two attempts of the first request (503 then 200), then one of the second.
     let own = format!("billing-sync/3.2 (linux) {token}");
     assert_eq!(seen, [token, token, own.as_str()]);
