@@ -188,7 +188,10 @@ async fn main() {
         .install_recorder()
         .unwrap_or_else(|e| fail("metrics", &e));
     let limiter = Arc::new(
+        // Listed tenants get a label of their own (bounded: the rest are `other`), for the
+        // dashboard's "limit hits by tenant".
         Limiter::builder(profile)
+            .per_tenant_metrics(true)
             .build()
             .unwrap_or_else(|e| fail("limiter", &e)),
     );

@@ -19,6 +19,7 @@ mod flood;
 mod gateway_limits;
 mod gateway_tcp;
 mod layer;
+mod observability_files;
 mod response;
 mod retry_storm;
 mod routes;
