@@ -55,16 +55,28 @@ fn a_bad_near_limit_is_refused_with_its_line_and_column() {
 
 #[test]
 fn bad_sdk_versions_are_refused_with_their_line_and_column() {
-    // Not a product token (a space), the second entry: the YAML parser places an entry's error
-    // at the list (its first entry, line 5 column 5), the message names the entry's index.
-    let e =
-        parse("  sdk_versions:\n    - tollgate-client/0.1.0\n    - \"bad token\"\n").unwrap_err();
+    // Not a product token (a space), the second entry, line 7 column 7 (block style: the
+    // parser reports the list, the position is refined to the entry).
+    let e = parse(
+        "  sdk_versions:\n    - tollgate-client/0.1.0\n    # a comment\n    - \"bad token\"\n",
+    )
+    .unwrap_err();
     assert_eq!(e.kind(), ProfileErrorKind::Invalid, "{e}");
-    assert_eq!((e.line(), e.column()), (Some(5), Some(5)), "{e}");
+    assert_eq!((e.line(), e.column()), (Some(7), Some(7)), "{e}");
     assert!(
         e.message().starts_with("observability.sdk_versions[1]: "),
         "{e}"
     );
+    // Flow style, across lines and with quoted commas: the second entry, then the third.
+    let e = parse("  sdk_versions: [a/1, \"b,c\",\n     'd e', f/2]\n").unwrap_err();
+    assert!(e.message().contains("\"b,c\""), "{e}");
+    assert_eq!((e.line(), e.column()), (Some(4), Some(23)), "{e}");
+    let e = parse("  sdk_versions: [a/1, b/1,\n     'd e', f/2]\n").unwrap_err();
+    assert!(
+        e.message().starts_with("observability.sdk_versions[2]: "),
+        "{e}"
+    );
+    assert_eq!((e.line(), e.column()), (Some(5), Some(6)), "{e}");
     for bad in ["a/", "/1", "a/1/2", "other", "none", "x\u{e9}"] {
         let e = parse(&format!("  sdk_versions: [{bad:?}]\n")).unwrap_err();
         assert_eq!(e.kind(), ProfileErrorKind::Invalid, "{bad}: {e}");
