@@ -9,7 +9,7 @@
 //! | metric | kind | labels |
 //! | --- | --- | --- |
 //! | `tollgate_decisions_total` | counter | `outcome` (admitted, throttled, unavailable), `route_class`, `cause` (none, burst, sustained, shard_full, tenant_share, table_full, store_unavailable), `mode` (enforce, shadow) |
-//! | `tollgate_near_limit_total` | counter | `route_class`, `mode`: admitted with less than `observability.near_limit` of the burst left (embedded limiter) |
+//! | `tollgate_near_limit_total` | counter | `route_class`, `mode`: admitted with less than `observability.near_limit` of the burst left |
 //! | `tollgate_tenant_decisions_total` | counter | `tenant`, `outcome` (opt-in) |
 //! | `tollgate_sdk_decisions_total` | counter | `sdk` (the profile's `observability.sdk_versions`, `other`, `none`), `outcome`: the tower layer, when the profile lists any |
 //! | `tollgate_retry_after_seconds` | histogram | `route_class` |

@@ -192,8 +192,8 @@ impl RedisLimiter {
         let cfg = self.engine.config.load_full();
         let shadow = cfg.class(key.class).shadow;
         let (digest, tenant) = self.engine.hasher.digests(key);
-        let (computed, now) = match self.deny.as_ref().and_then(|d| d.get(digest)) {
-            Some(cached) => (cached, None),
+        let (computed, now, near) = match self.deny.as_ref().and_then(|d| d.get(digest)) {
+            Some(cached) => (cached, None, false),
             None => self.store.call(&cfg, key, digest, tenant, charge).await,
         };
         if let (
@@ -208,6 +208,9 @@ impl RedisLimiter {
         }
         let verdict = if charge {
             let elapsed = self.started.elapsed().as_nanos() as u64;
+            if near {
+                self.engine.near_limit(&cfg, key);
+            }
             self.engine.conclude(&cfg, shadow, key, computed, elapsed)
         } else {
             Verdict::of(shadow, computed)
