@@ -3,8 +3,11 @@
 //!
 //! | route | answer |
 //! | --- | --- |
-//! | `GET /admin/profile` | 200, `application/yaml`: the profile in force, as tollgate reads it back (comments and defaults are not kept) |
-//! | `PUT /admin/profile` | 200 and the profile is in force from the next request; or 422 (invalid: `line`, `column`), 409 (valid, but a reload may not make that change, e.g. `identities.capacity`), 400 (not UTF-8), 413 (over 4 MiB), 500 (not saved); the old profile stays in force on every refusal |
+//! | `GET /admin/profile` | 200, `application/yaml`: the profile in force, as tollgate reads it back (comments and defaults are not kept), with an `ETag` |
+//! | `PUT /admin/profile` | 200 and the profile is in force from the next request; or 422 (invalid: `line`, `column`), 409 (valid, but a reload may not make that change, e.g. `identities.capacity`), 412 (`If-Match` names another profile than the one in force), 400 (not UTF-8), 413 (over 4 MiB), 500 (not saved); the old profile stays in force on every refusal |
+//!
+//! `If-Match: <the ETag of a GET>` on a `PUT` makes it replace only the profile that was read,
+//! so that two operators editing at once do not undo each other's change unseen.
 //!
 //! Who may call them, all three required:
 //! - a token: the routes exist only when [`ADMIN_TOKEN_ENV`] is set (at least
@@ -29,7 +32,9 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::{to_bytes, Body};
 use axum::extract::{ConnectInfo, Request, State};
-use axum::http::header::{HeaderValue, AUTHORIZATION, CONTENT_TYPE, WWW_AUTHENTICATE};
+use axum::http::header::{
+    HeaderValue, AUTHORIZATION, CONTENT_TYPE, ETAG, IF_MATCH, WWW_AUTHENTICATE,
+};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
@@ -195,7 +200,10 @@ async fn profile(State(admin): State<Arc<Admin>>, req: Request) -> Response {
     }
     match *req.method() {
         Method::GET => get_profile(&admin),
-        Method::PUT => put_profile(&admin, req.into_body()).await,
+        Method::PUT => {
+            let if_match = req.headers().get(IF_MATCH).cloned();
+            put_profile(&admin, if_match, req.into_body()).await
+        }
         _ => {
             let mut r = problem(
                 StatusCode::METHOD_NOT_ALLOWED,
@@ -210,9 +218,23 @@ async fn profile(State(admin): State<Arc<Admin>>, req: Request) -> Response {
     }
 }
 
+/// The profile in force as YAML, and its entity tag: a digest of that text (a version tag for
+/// `If-Match`, not a secret).
+fn current(admin: &Admin) -> Result<(String, String), serde_yaml_ng::Error> {
+    use std::hash::{Hash, Hasher};
+    let text = serde_yaml_ng::to_string(&*admin.limiter.profile())?;
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut h);
+    Ok((text, format!("\"{:016x}\"", h.finish())))
+}
+
 fn get_profile(admin: &Admin) -> Response {
-    match serde_yaml_ng::to_string(&*admin.limiter.profile()) {
-        Ok(text) => ([(CONTENT_TYPE, "application/yaml")], text).into_response(),
+    match current(admin) {
+        Ok((text, etag)) => (
+            [(CONTENT_TYPE, "application/yaml".to_owned()), (ETAG, etag)],
+            text,
+        )
+            .into_response(),
         Err(e) => problem(
             StatusCode::INTERNAL_SERVER_ERROR,
             "internal",
@@ -237,7 +259,7 @@ fn refused(e: &ProfileError) -> Response {
     )
 }
 
-async fn put_profile(admin: &Admin, body: Body) -> Response {
+async fn put_profile(admin: &Admin, if_match: Option<HeaderValue>, body: Body) -> Response {
     let bytes = match to_bytes(body, MAX_PROFILE_BYTES).await {
         Ok(b) => b,
         Err(_) => {
@@ -263,6 +285,24 @@ async fn put_profile(admin: &Admin, body: Body) -> Response {
     };
     let name = new.name.clone();
     let _one_at_a_time = admin.writing.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(wanted) = &if_match {
+        let etag = current(admin).map(|(_, etag)| etag).unwrap_or_default();
+        let matches = wanted.as_bytes() == b"*"
+            || wanted
+                .to_str()
+                .is_ok_and(|w| w.split(',').any(|t| t.trim() == etag));
+        if !matches {
+            return problem(
+                StatusCode::PRECONDITION_FAILED,
+                "profile_changed",
+                format!(
+                    "The profile in force is {etag}, not the one If-Match names: read it again \
+                     (GET) and apply the change to it."
+                ),
+                json!({ "etag": etag }),
+            );
+        }
+    }
     let staged = match &admin.save_to {
         Some(path) => match stage(path, text) {
             Ok(tmp) => Some((path, tmp)),

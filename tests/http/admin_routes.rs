@@ -434,6 +434,70 @@ async fn in_memory_admin_leaves_the_file_alone_and_other_methods_are_refused() {
     assert_eq!(r.headers["allow"], "GET, PUT");
 }
 
+#[tokio::test]
+async fn if_match_replaces_only_the_profile_that_was_read() {
+    let f = fixture("etag", false);
+    let auth = bearer(TOKEN);
+    let read = || {
+        let (admin, auth) = (f.admin.clone(), auth.clone());
+        async move {
+            let r = call(
+                &admin,
+                Method::GET,
+                "/admin/profile",
+                LOOPBACK,
+                Some(&auth),
+                "",
+            )
+            .await;
+            r.headers["etag"].to_str().unwrap().to_owned()
+        }
+    };
+    let put = |if_match: String, burst: u32| {
+        let (admin, auth) = (f.admin.clone(), auth.clone());
+        async move {
+            let mut req = Request::put("/admin/profile")
+                .header("authorization", auth)
+                .header("if-match", if_match)
+                .body(Body::from(profile_text(burst, 64)))
+                .unwrap();
+            req.extensions_mut()
+                .insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 1))));
+            let res = admin.oneshot(req).await.unwrap();
+            res.status()
+        }
+    };
+    let first = read().await;
+    assert_eq!(first, read().await, "the same profile, the same tag");
+    // Operator A writes on what it read; operator B, who read the same, is refused.
+    assert_eq!(put(first.clone(), 2).await, StatusCode::OK);
+    let second = read().await;
+    assert_ne!(second, first);
+    assert_eq!(put(first, 5).await, StatusCode::PRECONDITION_FAILED);
+    assert_eq!(
+        f.limiter
+            .profile()
+            .route_class("write")
+            .unwrap()
+            .burst
+            .tokens
+            .get(),
+        2
+    );
+    assert_eq!(put(second, 5).await, StatusCode::OK);
+    assert_eq!(put("*".to_owned(), 6).await, StatusCode::OK);
+    assert_eq!(
+        f.limiter
+            .profile()
+            .route_class("write")
+            .unwrap()
+            .burst
+            .tokens
+            .get(),
+        6
+    );
+}
+
 #[test]
 fn short_or_unprintable_tokens_are_refused_at_start() {
     assert!(AdminToken::new("short").is_err());
