@@ -221,28 +221,30 @@ impl Limiter {
             caps: &cfg.identity_caps,
             tenant,
         };
-        let near_debt = class.near_limit_debt;
         let charged = self.table.update(digest, &partition, now, |stored| {
             // A refusal writes nothing, after a reload too: the stored TATs are kept as they are.
             match limits.charge(stored, now) {
-                // Near the limit: the burst left after this admission is below the profile's
-                // share (one comparison; see `config::near_limit_debt`).
-                Ok(next) => Apply::Write(next, (Decision::Admit, next.burst - now > near_debt)),
-                Err(short) => Apply::Keep((short.throttle(), false)),
+                Ok(next) => Apply::Write(next, Ok(next.burst)),
+                Err(short) => Apply::Keep(Err(short)),
             }
         });
         let computed = match charged {
-            Ok((Decision::Admit, near)) => match &cfg.capacity {
-                None => self.admitted(cfg, key, near),
-                Some(cap) => match cap.take(&self.tenants, tenant, key, now) {
-                    Ok(()) => self.admitted(cfg, key, near),
-                    Err(refused) => {
-                        self.refund(digest, limits);
-                        refused
-                    }
-                },
-            },
-            Ok((throttle, _)) => throttle,
+            Ok(Ok(burst)) => {
+                // Near the limit: the burst left after this admission is below the profile's
+                // share (one comparison; see `config::near_limit_tokens`).
+                let near = burst - now > class.near_limit_debt;
+                match &cfg.capacity {
+                    None => self.admitted(cfg, key, near),
+                    Some(cap) => match cap.take(&self.tenants, tenant, key, now) {
+                        Ok(()) => self.admitted(cfg, key, near),
+                        Err(refused) => {
+                            self.refund(digest, limits);
+                            refused
+                        }
+                    },
+                }
+            }
+            Ok(Err(short)) => short.throttle(),
             // No slot: fail closed. No wait is given, since when a slot frees depends on other
             // callers' buckets.
             Err(_) => Decision::Unavailable {

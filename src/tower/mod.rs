@@ -43,9 +43,9 @@
 //! The files, one idea each: `layer` (configuration only), `state` (what every clone shares:
 //! the backend, the extractor, the routes compiled for the profile in force), `service` (the
 //! tower service), `future` (the response future), `outcome` (what the layer decided), `sdk`
-//! (the SDK-version counters). Who is
-//! calling and which route it is are HTTP questions, answered in [`crate::http`]; their types
-//! are re-exported here so that `tollgate::tower::{PeerExtractor, Cidr, ...}` keeps working.
+//! (the SDK-version counters). Who is calling and which route it is are HTTP questions,
+//! answered in [`crate::http`]; their types are re-exported here so that
+//! `tollgate::tower::{PeerExtractor, Cidr, ...}` keeps working.
 //!
 //! ```
 //! use std::sync::Arc;
