@@ -131,6 +131,18 @@ impl Engine {
     }
 }
 
+impl Engine {
+    /// Counts an admission of `key` that left less than `observability.near_limit` of its
+    /// burst (feature `metrics`); called only for those.
+    #[cold]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn near_limit(&self, cfg: &Config, key: &Key<'_>) {
+        #[cfg(feature = "metrics")]
+        self.observer
+            .near_limit(&cfg.telemetry, key.class.index() as usize);
+    }
+}
+
 /// 32 bytes from the OS-seeded hasher of the standard library.
 pub(crate) fn random_secret() -> Vec<u8> {
     let s = RandomState::new();

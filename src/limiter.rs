@@ -368,8 +368,8 @@ impl Limiter {
         let charged = self.table.update(digest, &partition, now, |stored| {
             // A refusal writes nothing, after a reload too: the stored TATs are kept as they are.
             match limits.charge(stored, now, cost) {
-                Ok(next) => Apply::Write(next, Decision::Admit),
-                Err(short) => Apply::Keep(short.throttle()),
+                Ok(next) => Apply::Write(next, Ok(next.burst)),
+                Err(short) => Apply::Keep(Err(short)),
             }
         });
         let receipt = |capacity| Receipt {
@@ -379,18 +379,26 @@ impl Limiter {
             slots,
             capacity,
         };
+        let admitted = |burst: u64, capacity| {
+            // Near the limit: the burst left after this admission is below the profile's
+            // share (one comparison; see `config::near_limit_tokens`).
+            if burst - now > cfg.class(key.class).near_limit_debt {
+                self.engine.near_limit(cfg, key);
+            }
+            Ok(receipt(capacity))
+        };
         match charged {
-            Ok(Decision::Admit) => match &cfg.capacity {
-                None => Ok(receipt(None)),
+            Ok(Ok(burst)) => match &cfg.capacity {
+                None => admitted(burst, None),
                 Some(cap) => match cap.take(&self.tenants, tenant, key, now, slots) {
-                    Ok(taken) => Ok(receipt(Some(taken))),
+                    Ok(taken) => admitted(burst, Some(taken)),
                     Err(refused) => {
                         self.refund(digest, cost);
                         Err(refused)
                     }
                 },
             },
-            Ok(throttle) => Err(throttle),
+            Ok(Err(short)) => Err(short.throttle()),
             // No slot: fail closed. No wait is given, since when a slot frees depends on other
             // callers' buckets.
             Err(_) => Err(Decision::Unavailable {

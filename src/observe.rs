@@ -9,7 +9,9 @@
 //! | metric | kind | labels |
 //! | --- | --- | --- |
 //! | `tollgate_decisions_total` | counter | `outcome` (admitted, throttled, exceeds, unavailable), `route_class`, `cause` (none, burst, sustained, shard_full, tenant_share, table_full, store_unavailable), `mode` (enforce, shadow) |
+//! | `tollgate_near_limit_total` | counter | `route_class`, `mode`: admitted with less than `observability.near_limit` of the burst left |
 //! | `tollgate_tenant_decisions_total` | counter | `tenant`, `outcome` (opt-in) |
+//! | `tollgate_sdk_decisions_total` | counter | `sdk` (the profile's `observability.sdk_versions`, `other`, `none`), `outcome`: the tower layer, when the profile lists any |
 //! | `tollgate_retry_after_seconds` | histogram | `route_class` |
 //! | `tollgate_capacity_rejection_ratio` | gauge | |
 //! | `tollgate_error_budget_exceeded` | gauge (0 or 1) | |
@@ -54,6 +56,8 @@ pub(crate) struct Options {
 pub(crate) struct Handles {
     /// Per class: by [`Outcome::index`], for that class's mode.
     decisions: Vec<[Counter; Outcome::COUNT]>,
+    /// Per class: admissions that left less than `observability.near_limit` of the burst.
+    near_limit: Vec<Counter>,
     retry_after: Vec<Histogram>,
     /// Listed tenants, then `other` and `anonymous`: by [`Outcome::index`], each outcome's
     /// handle counting under its label (`admitted`, `throttled`, `unavailable`).
@@ -90,6 +94,13 @@ impl Handles {
                 })
             })
             .collect();
+        let near_limit = classes
+            .clone()
+            .map(|(class, shadow)| {
+                let mode = if shadow { "shadow" } else { "enforce" };
+                counter!("tollgate_near_limit_total", "route_class" => class.to_owned(), "mode" => mode)
+            })
+            .collect();
         let retry_after = classes
             .map(|(class, _)| {
                 histogram!("tollgate_retry_after_seconds", "route_class" => class.to_owned())
@@ -102,6 +113,7 @@ impl Handles {
         };
         Handles {
             decisions,
+            near_limit,
             retry_after,
             tenants: tenants.map(|(d, name)| (d, tenant(name))).collect(),
             other: tenant("other"),
@@ -179,6 +191,15 @@ impl Observer {
         if let Some((threshold, window)) = h.budget {
             let rejected = matches!(computed, Decision::Unavailable { .. });
             self.count(now, rejected, threshold, window);
+        }
+    }
+
+    /// Counts an admission of `class` that left less than `observability.near_limit` of the
+    /// burst (cold: most admissions are not near the limit).
+    #[cold]
+    pub(crate) fn near_limit(&self, h: &Handles, class: usize) {
+        if let Some(c) = h.near_limit.get(class) {
+            c.increment(1);
         }
     }
 

@@ -10,6 +10,8 @@
 //! - [`RetryLayer`]: the same loop as a tower layer for `http::Request<B: Clone>`.
 //! - [`ClientStats`] and `tollgate_client_*` metrics: amplification, eventual success,
 //!   abandonment by reason, time spent waiting.
+//! - [`PRODUCT_TOKEN`] (`tollgate-client/VERSION`) in `User-Agent`: [`RetryLayer`] appends it
+//!   to the caller's own by default; with [`execute`], [`add_product_token`] does it.
 //!
 //! Time ([`Clock`]) and randomness (`fastrand::Rng`) are injected so that tests run on
 //! [`ManualClock`] without sleeping.
@@ -65,6 +67,7 @@ mod layer;
 mod policy;
 mod retry_after;
 mod stats;
+mod user_agent;
 
 pub use backoff::{Backoff, Delays, Jitter};
 pub use budget::RetryBudget;
@@ -80,6 +83,7 @@ pub use layer::{IoSendState, RetryFuture, RetryLayer, RetryService, SendStateOf,
 pub use policy::RetryPolicy;
 pub use retry_after::{parse_retry_after, MAX_RETRY_AFTER};
 pub use stats::{ClientStats, ClientStatsSnapshot};
+pub use user_agent::{add_product_token, user_agent, PRODUCT_TOKEN};
 
 /// The random generator of [`RetryPolicy::rng`] and [`Backoff::delay`], re-exported so callers
 /// can seed it without naming the dependency.

@@ -14,6 +14,7 @@
 //! | `cidr` | [`Cidr`]: trusted proxy networks |
 //! | `forwarded` | [`ForwardedHeader`]: reading `X-Forwarded-For` / `Forwarded` from the right |
 //! | `routes` | [`RouteTable`]: the profile's method and path globs, compiled |
+//! | `user_agent` | [`SdkMatcher`]: the `User-Agent` product token as a bounded SDK label |
 //!
 //! What a response says:
 //!
@@ -59,6 +60,7 @@ mod headers;
 mod problem;
 mod request_id;
 mod routes;
+mod user_agent;
 
 pub use answer::Answer;
 pub use caller::{Caller, KeyExtractor, PeerExtractor, VerifiedIdentity};
@@ -73,3 +75,4 @@ pub use headers::{
 pub use problem::{Problem, PROBLEM_JSON};
 pub use request_id::{RequestId, MAX_REQUEST_ID_LEN};
 pub use routes::{RouteEntry, RouteTable};
+pub use user_agent::{SdkLabel, SdkMatcher, MAX_SCANNED_BYTES, MAX_SCANNED_PRODUCTS};

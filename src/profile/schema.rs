@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ProfileError;
+use super::observability::Observability;
 use super::ordered_map::OrderedMap;
 use super::period::Period;
 use super::scalars::{
@@ -49,6 +50,9 @@ pub struct Profile {
     pub error_budget: Option<ErrorBudget>,
     /// The shared store (Redis backend).
     pub store: Store,
+    /// Operator signals: the near-limit threshold, the SDK versions labelled in metrics.
+    #[serde(skip_serializing_if = "Observability::is_default")]
+    pub observability: Observability,
 }
 
 /// [`Profile`] as parsed, before the checks that span fields. Only `Profile`'s deserializer
@@ -77,6 +81,8 @@ pub(super) struct RawProfile {
     error_budget: Option<ErrorBudget>,
     #[serde(default)]
     store: Store,
+    #[serde(default)]
+    observability: Observability,
 }
 
 impl RawProfile {
@@ -95,6 +101,7 @@ impl RawProfile {
             catalog: self.catalog,
             error_budget: self.error_budget,
             store: self.store,
+            observability: self.observability,
         }
     }
 }

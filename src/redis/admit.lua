@@ -16,7 +16,8 @@
 --
 -- Returns { outcome, wait_us, now_us }: outcome is tollgate's `Outcome::index` (0 admit,
 -- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full) or 255
--- (expired: past the deadline, nothing read or written); wait_us the exact wait (0 for admit).
+-- (expired: past the deadline, nothing read or written); wait_us the exact wait, or for an
+-- admission the burst's debt after it (its TAT minus now, for the near-limit count).
 --
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Every value here is an
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are
@@ -110,4 +111,5 @@ if write then
     store(KEYS[3], se, sc + n, se)
   end
 end
-return { 0, 0, now }
+-- Admitted: the burst's debt after this request (us), for the near-limit count.
+return { 0, nb - now, now }

@@ -290,8 +290,8 @@ impl RedisLimiter {
         // is longer than the one cached, so a larger cost asks the store for its exact wait
         // (and its throttle, about `n` tokens, is not one to cache).
         let deny = self.deny.as_ref().filter(|_| n == 1);
-        let (computed, now) = match deny.and_then(|d| d.get(digest)) {
-            Some(cached) => (cached, None),
+        let (computed, now, near) = match deny.and_then(|d| d.get(digest)) {
+            Some(cached) => (cached, None, false),
             None => {
                 self.store
                     .call(&cfg, key, (digest, tenant), charge, n)
@@ -310,6 +310,9 @@ impl RedisLimiter {
         }
         let verdict = if conclude {
             let elapsed = self.started.elapsed().as_nanos() as u64;
+            if near {
+                self.engine.near_limit(&cfg, key);
+            }
             self.engine.conclude(&cfg, shadow, key, computed, elapsed)
         } else {
             Verdict::of(shadow, computed)

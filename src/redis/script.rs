@@ -119,8 +119,9 @@ impl Store {
         })
     }
 
-    /// One `EVALSHA`, bounded by the profile's `store.timeout`: the decision and the server
-    /// time it was made at, or a fail-closed refusal and `None` on any failure. A charging call
+    /// One `EVALSHA`, bounded by the profile's `store.timeout`: the decision, the server
+    /// time it was made at, and whether an admission left less than `observability.near_limit`
+    /// of the burst; or a fail-closed refusal and `None` on any failure. A charging call
     /// carries its deadline on the server's clock (see [`ServerClock`]): the script charges
     /// nothing past it, so a call this side gave up on (503) is never charged later. `n` is the
     /// cost (at least 1, at most the class's smaller bucket: the caller checked).
@@ -131,7 +132,7 @@ impl Store {
         (digest, tenant): (Digest, Digest),
         charge: bool,
         n: u32,
-    ) -> (Decision, Option<u64>) {
+    ) -> (Decision, Option<u64>, bool) {
         let class = &cfg.published.route_classes[key.class.0 as usize];
         let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
         let mut inv = self.script.prepare_invoke();
@@ -171,9 +172,13 @@ impl Store {
                         *retry_after = None;
                     }
                 }
-                (decision, Some(now))
+                // An admission's `wait` is its burst's debt (us): near the limit when fewer
+                // than `k` tokens are left, `debt > tau - k * t` (see `config`).
+                let k = cfg.class(key.class).near_limit_tokens;
+                let near = decision.is_admit() && wait > btau.saturating_sub(k * bt);
+                (decision, Some(now), near)
             }
-            _ => (STORE_UNAVAILABLE, None),
+            _ => (STORE_UNAVAILABLE, None, false),
         }
     }
 

@@ -164,6 +164,7 @@ where
     let profile = &*compiled.profile;
     let key = caller.key(entry.class());
     let verdict = state.admission.evaluate(&key).await;
+    compiled.record_sdk(request.headers(), verdict.computed.outcome());
     let remaining = if profile.expose_remaining {
         state.admission.remaining(&key).await
     } else {

@@ -35,11 +35,17 @@
 //! request through: the backend says so in its [`Verdict`](crate::Verdict), and the refusal
 //! that would have been made is still reported in [`RateLimitOutcome`].
 //!
+//! With the `metrics` feature, and where the profile lists `observability.sdk_versions`, the
+//! layer counts every decision by client SDK (`tollgate_sdk_decisions_total{sdk, outcome}`:
+//! the listed `User-Agent` product token, `other` or `none`; see [`crate::http::SdkMatcher`]).
+//! A profile that lists none costs one branch: `User-Agent` is not read.
+//!
 //! The files, one idea each: `layer` (configuration only), `state` (what every clone shares:
 //! the backend, the extractor, the routes compiled for the profile in force), `service` (the
-//! tower service), `future` (the response future), `outcome` (what the layer decided). Who is
-//! calling and which route it is are HTTP questions, answered in [`crate::http`]; their types
-//! are re-exported here so that `tollgate::tower::{PeerExtractor, Cidr, ...}` keeps working.
+//! tower service), `future` (the response future), `outcome` (what the layer decided), `sdk`
+//! (the SDK-version counters). Who is calling and which route it is are HTTP questions,
+//! answered in [`crate::http`]; their types are re-exported here so that
+//! `tollgate::tower::{PeerExtractor, Cidr, ...}` keeps working.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -59,6 +65,8 @@ mod future;
 mod layer;
 mod outcome;
 mod refusal;
+#[cfg(feature = "metrics")]
+mod sdk;
 mod service;
 mod state;
 

@@ -124,6 +124,7 @@ where
                     on_refusal: on_refusal.cloned(),
                 }));
             };
+            compiled.record_sdk(request.headers(), verdict.computed.outcome());
             let profile = &*compiled.profile;
             let remaining = if profile.expose_remaining {
                 state.admission.remaining_now(&key)

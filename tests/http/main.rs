@@ -1,6 +1,9 @@
 //! The HTTP contract, the tower layer and the demo gateway: one test binary (`tower` feature).
 #![cfg(feature = "tower")]
 
+#[path = "../../examples/gateway/admin.rs"]
+#[allow(dead_code)]
+mod admin;
 #[path = "../../examples/gateway/app.rs"]
 #[allow(dead_code)]
 mod app;
@@ -10,11 +13,14 @@ mod serve;
 #[path = "../../examples/storm/storm.rs"]
 mod storm;
 
+mod admin_routes;
 mod caller;
 mod flood;
 mod gateway_limits;
 mod gateway_tcp;
 mod layer;
+mod observability_files;
 mod response;
 mod retry_storm;
 mod routes;
+mod sdk_label;
