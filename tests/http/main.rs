@@ -7,8 +7,6 @@ mod app;
 #[path = "../../examples/gateway/serve.rs"]
 #[allow(dead_code)]
 mod serve;
-#[path = "../../examples/storm/storm.rs"]
-mod storm;
 
 mod caller;
 mod flood;
@@ -16,5 +14,4 @@ mod gateway_limits;
 mod gateway_tcp;
 mod layer;
 mod response;
-mod retry_storm;
 mod routes;
