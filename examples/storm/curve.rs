@@ -68,14 +68,6 @@ impl Curve {
         a..b
     }
 
-    /// Most admitted attempts in one bin over `r`.
-    pub fn peak_admitted(&self, r: Range<Duration>) -> u32 {
-        self.bin_range(&r)
-            .map(|i| self.admitted[i])
-            .max()
-            .unwrap_or(0)
-    }
-
     /// Most attempts (whatever their outcome) in one bin over `r`.
     pub fn peak_attempts(&self, r: Range<Duration>) -> u32 {
         self.bin_range(&r)
@@ -86,14 +78,15 @@ impl Curve {
 }
 
 /// The recovery spike: the most attempts in one 50 ms bin during the second after capacity
-/// returns at `recovery`, divided by the most admitted in one bin over `steady` (normal
+/// returns at `recovery`, divided by the most attempts in one bin over `steady` (normal
 /// operation before the fault; its own busiest 50 ms, so that the ordinary unevenness of
-/// traffic is not counted as a spike). About 1 means the returning clients add no more than
-/// normal traffic's highs; clients that all come back at the same instant show as several times
-/// it.
+/// traffic is not counted as a spike). Where normal traffic is all admitted (the recovery
+/// scenario) that is the busiest 50 ms of the admitted rate. About 1 means the returning clients
+/// add no more than normal traffic's highs; clients that all come back at the same instant show
+/// as several times it.
 pub fn spike_ratio(curve: &Curve, steady: Range<Duration>, recovery: Duration) -> f64 {
-    let peak = curve.peak_attempts(recovery..recovery + Duration::from_secs(1));
-    f64::from(peak) / f64::from(curve.peak_admitted(steady).max(1))
+    let after = curve.peak_attempts(recovery..recovery + Duration::from_secs(1));
+    f64::from(after) / f64::from(curve.peak_attempts(steady).max(1))
 }
 
 /// Writes `path`: one panel per client run, top to bottom, on one time axis, each on its own
