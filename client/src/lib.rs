@@ -14,7 +14,8 @@
 //!   to the caller's own by default; with [`execute`], [`add_product_token`] does it.
 //!
 //! Time ([`Clock`]) and randomness (`fastrand::Rng`) are injected so that tests run on
-//! [`ManualClock`] without sleeping.
+//! [`ManualClock`] without sleeping, and [`SkewedClock`] puts a client's wall clock off by a
+//! fixed amount (what an HTTP-date `Retry-After` then means to it).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -76,7 +77,7 @@ pub use classify::{
     is_idempotent, send_state_from_io, Classification, Classifier, ResponseMeta, SendState,
     TransportError,
 };
-pub use clock::{Clock, ManualClock, Sleep, TokioClock};
+pub use clock::{Clock, ManualClock, SkewedClock, Sleep, TokioClock};
 pub use execute::execute;
 pub use give_up::{GiveUp, Last, RetryError};
 pub use layer::{IoSendState, RetryFuture, RetryLayer, RetryService, SendStateOf, IDEMPOTENCY_KEY};

@@ -10,8 +10,6 @@ mod app;
 #[path = "../../examples/gateway/serve.rs"]
 #[allow(dead_code)]
 mod serve;
-#[path = "../../examples/storm/storm.rs"]
-mod storm;
 
 mod admin_routes;
 mod caller;
@@ -21,6 +19,5 @@ mod gateway_tcp;
 mod layer;
 mod observability_files;
 mod response;
-mod retry_storm;
 mod routes;
 mod sdk_label;
