@@ -1,6 +1,7 @@
 //! The client SDK: makes callers of a rate-limited API well behaved.
 //!
-//! - [`parse_retry_after`] reads both `Retry-After` forms (seconds and the three HTTP-date forms).
+//! - [`parse_retry_after`] reads both `Retry-After` forms (seconds and the three HTTP-date forms);
+//!   [`parse_retry_after_dated`] measures a date from the response's own `Date`, so clock skew cancels.
 //! - [`Backoff`] / [`Jitter`]: capped exponential backoff with full, equal or decorrelated jitter.
 //! - [`RetryPolicy`] + [`execute`]: one logical request, one deadline over all attempts and
 //!   waits, an attempt limit, Retry-After first with jitter only on top, and an immediate stop
@@ -82,7 +83,7 @@ pub use execute::execute;
 pub use give_up::{GiveUp, Last, RetryError};
 pub use layer::{IoSendState, RetryFuture, RetryLayer, RetryService, SendStateOf, IDEMPOTENCY_KEY};
 pub use policy::RetryPolicy;
-pub use retry_after::{parse_retry_after, MAX_RETRY_AFTER};
+pub use retry_after::{parse_retry_after, parse_retry_after_dated, MAX_RETRY_AFTER};
 pub use stats::{ClientStats, ClientStatsSnapshot};
 pub use user_agent::{add_product_token, user_agent, PRODUCT_TOKEN};
 
