@@ -34,6 +34,7 @@ mod limiter;
 pub mod observe;
 pub mod profile;
 mod published;
+pub mod snapshot;
 mod sync;
 mod table;
 
@@ -63,3 +64,4 @@ pub use profile::{Profile, ProfileError};
 pub use published::{
     PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,
 };
+pub use snapshot::{RestoreError, SnapshotError};

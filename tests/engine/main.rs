@@ -11,5 +11,6 @@ mod profile;
 mod profile_b4;
 mod profile_valid;
 mod reload;
+mod restart;
 mod stress;
 mod telemetry;
