@@ -5,7 +5,10 @@
 //!     [--profile examples/profiles/example.yaml] [--tokens examples/tokens.yaml]
 //!     [--trust-proxy CIDR]... [--max-connections N] [--max-per-peer N]
 //!     [--header-timeout SECONDS] [--max-body BYTES] [--operator-listen ADDR|off]
+//!     [--state PATH [--state-every SECONDS] [--state-start-empty-on-refusal]]
 //! ```
+//!
+//! With `--state`, quotas survive a restart (`state.rs`; needs `TOLLGATE_KEY_SECRET`).
 //!
 //! Routes: `GET /v1/items`, `POST /v1/items`, `POST /v1/register`, `POST /v1/reports/run`
 //! (limited by the profile's `routes`) and `GET /.well-known/rate-limits` (the discovery
@@ -21,6 +24,7 @@
 
 mod app;
 mod serve;
+mod state;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -39,6 +43,7 @@ struct Args {
     tokens: PathBuf,
     trusted: Vec<Cidr>,
     limits: serve::Limits,
+    state: Option<state::State>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -49,6 +54,7 @@ fn parse_args() -> Result<Args, String> {
         tokens: "examples/tokens.yaml".into(),
         trusted: Vec::new(),
         limits: serve::Limits::default(),
+        state: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,6 +84,21 @@ fn parse_args() -> Result<Args, String> {
             "--max-connections" => args.limits.max_connections = count(&flag, &value()?)?,
             "--max-per-peer" => args.limits.max_per_peer = count(&flag, &value()?)?,
             "--max-body" => args.limits.max_body = number(&flag, &value()?)?,
+            "--state" => args.state = Some(state::State::new(value()?.into())),
+            "--state-every" | "--state-start-empty-on-refusal" if args.state.is_none() => {
+                return Err(format!("{flag} comes after --state PATH"))
+            }
+            "--state-every" => {
+                let secs = number(&flag, &value()?)?;
+                let s = args.state.as_mut().expect("checked above");
+                s.every = Duration::from_secs(secs.max(1) as u64);
+            }
+            "--state-start-empty-on-refusal" => {
+                args.state
+                    .as_mut()
+                    .expect("checked above")
+                    .start_empty_on_refusal = true
+            }
             "--header-timeout" => {
                 let secs: f64 = value()?
                     .parse()
@@ -90,7 +111,9 @@ fn parse_args() -> Result<Args, String> {
                 println!(
                     "gateway [--listen ADDR] [--profile FILE] [--tokens FILE] [--trust-proxy CIDR]...\n        \
                      [--max-connections N] [--max-per-peer N] [--header-timeout SECONDS] [--max-body BYTES]\n        \
-                     [--operator-listen ADDR|off]"
+                     [--operator-listen ADDR|off]\n        \
+                     [--state PATH [--state-every SECONDS] [--state-start-empty-on-refusal]]\n\
+                     --state needs TOLLGATE_KEY_SECRET in the environment"
                 );
                 std::process::exit(0);
             }
@@ -169,11 +192,24 @@ async fn main() {
     let metrics = PrometheusBuilder::new()
         .install_recorder()
         .unwrap_or_else(|e| fail("metrics", &e));
+    let secret = std::env::var(state::SECRET_ENV).ok();
     let limiter = Arc::new(
-        Limiter::builder(profile)
-            .build()
-            .unwrap_or_else(|e| fail("limiter", &e)),
+        state::open(
+            Limiter::builder(profile),
+            args.state.as_ref(),
+            secret.as_deref().map(str::as_bytes),
+        )
+        .unwrap_or_else(|e| fail("limiter", &e)),
     );
+    let checkpoint = args
+        .state
+        .as_ref()
+        .map(|s| state::checkpoint(&limiter, s).unwrap_or_else(|e| fail("state", &e)));
+    // Only with --state: otherwise SIGTERM and ctrl-c keep their default (exit at once).
+    let shutdown = args
+        .state
+        .as_ref()
+        .map(|_| state::shutdown_flag().unwrap_or_else(|e| fail("SIGTERM handler", &e)));
 
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
@@ -218,7 +254,13 @@ async fn main() {
         max_connections = limits.max_connections,
         "gateway listening"
     );
-    serve::serve(listener, router, limits, args.trusted)
-        .await
-        .unwrap_or_else(|e| fail("serve", &e));
+    tokio::select! {
+        served = serve::serve(listener, router, limits, args.trusted) => {
+            served.unwrap_or_else(|e| fail("serve", &e))
+        }
+        () = state::signalled(shutdown) => tracing::info!("shutting down"),
+    }
+    if let Some(cp) = checkpoint {
+        state::finish(cp);
+    }
 }

@@ -182,9 +182,26 @@ impl<R: Read> Input<R> {
     /// judge).
     pub(crate) fn header(&mut self) -> Result<Header, SnapshotError> {
         let mut h = Vec::new();
-        if self.bytes::<8>(&mut h)? != MAGIC {
+        let mut magic = [0u8; 8];
+        let mut got = 0;
+        while got < magic.len() {
+            match self.inner.read(&mut magic[got..]) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(SnapshotError::Io(e)),
+            }
+        }
+        // Shorter than the magic: a snapshot cut short only if what is there begins it.
+        if magic[..got] != MAGIC[..got] {
             return Err(SnapshotError::NotASnapshot);
         }
+        if got < magic.len() {
+            return Err(SnapshotError::Truncated { offset: got as u64 });
+        }
+        self.crc.update(&magic);
+        self.offset = 8;
+        h.extend_from_slice(&magic);
         let version = u32::from_le_bytes(self.bytes(&mut h)?);
         if version != VERSION {
             return Err(SnapshotError::UnsupportedVersion {

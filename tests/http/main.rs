@@ -7,12 +7,16 @@ mod app;
 #[path = "../../examples/gateway/serve.rs"]
 #[allow(dead_code)]
 mod serve;
+#[path = "../../examples/gateway/state.rs"]
+#[allow(dead_code)]
+mod state;
 #[path = "../../examples/storm/storm.rs"]
 mod storm;
 
 mod caller;
 mod flood;
 mod gateway_limits;
+mod gateway_state;
 mod gateway_tcp;
 mod layer;
 mod response;
