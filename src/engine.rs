@@ -21,7 +21,7 @@ pub(crate) use crate::observe::Options as ObserveOptions;
 
 /// Without the `metrics` feature there is nothing to set.
 #[cfg(not(feature = "metrics"))]
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct ObserveOptions;
 
 /// What a backend decided and what the profile computed: they differ only in shadow mode, where

@@ -35,6 +35,7 @@ mod limiter;
 pub mod observe;
 pub mod profile;
 mod published;
+pub mod snapshot;
 mod sync;
 mod table;
 
@@ -64,3 +65,4 @@ pub use profile::{Profile, ProfileError};
 pub use published::{
     PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,
 };
+pub use snapshot::{RestoreError, SnapshotError};

@@ -12,6 +12,7 @@ use crate::engine::{random_secret, Engine, ObserveOptions, Verdict};
 use crate::identity::{Digest, Key, RouteClass};
 use crate::profile::{Profile, ProfileError};
 use crate::published::PublishedLimits;
+use crate::snapshot::WallClock;
 use crate::table::{Apply, Table, MAX_NOW};
 
 /// The admission engine. `Send + Sync`: share it by `&` or `Arc`.
@@ -37,14 +38,16 @@ use crate::table::{Apply, Table, MAX_NOW};
 /// ```
 pub struct Limiter {
     /// Config, hasher, reload, shadow mode, metrics: what the Redis backend shares.
-    engine: Engine,
+    pub(crate) engine: Engine,
     /// Where this backend keeps bucket state.
-    table: Table,
+    pub(crate) table: Table,
     /// Per tenant: its shared-capacity window and how many identity slots it holds.
-    tenants: Tenants,
+    pub(crate) tenants: Tenants,
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
     epoch: u64,
+    /// The wall clock that snapshots are dated by (`crate::snapshot`).
+    pub(crate) wall: WallClock,
 }
 
 /// Which item of [`Limiter::admit_all`] (or [`Admission::admit_all`](crate::Admission::admit_all))
@@ -67,12 +70,15 @@ struct Receipt {
     capacity: Option<Taken>,
 }
 
-/// Builds a [`Limiter`]: `Limiter::builder(profile).clock(c).key_secret(s).build()`.
+/// Builds a [`Limiter`]: `Limiter::builder(profile).clock(c).key_secret(s).build()`, or
+/// `.restore(reader)` to start from a snapshot (`crate::snapshot`).
+#[derive(Clone)]
 pub struct Builder {
-    profile: Profile,
+    pub(crate) profile: Profile,
     clock: Option<quanta::Clock>,
-    secret: Option<Vec<u8>>,
+    pub(crate) secret: Option<Vec<u8>>,
     observe: ObserveOptions,
+    pub(crate) wall: WallClock,
 }
 
 /// Why a limiter could not be built.
@@ -132,6 +138,16 @@ impl Builder {
         self
     }
 
+    /// The wall clock that snapshots are dated by and restores measure the downtime with
+    /// (default `SystemTime::now`). Tests pass their own to move it, backwards too.
+    pub fn wall_clock(
+        mut self,
+        now: impl Fn() -> std::time::SystemTime + Send + Sync + 'static,
+    ) -> Self {
+        self.wall = WallClock::new(now);
+        self
+    }
+
     /// Counts decisions per listed tenant too (`tollgate_tenant_decisions_total{tenant}`; the
     /// profile's `shared_capacity.tenants`, every other tenant as `other`). Off by default:
     /// operators opt in to tell one tenant's retry storm from real growth.
@@ -185,6 +201,7 @@ impl Builder {
             tenants: Tenants::new(entries),
             epoch: clock.raw(),
             clock,
+            wall: self.wall,
         })
     }
 }
@@ -197,6 +214,7 @@ impl Limiter {
             clock: None,
             secret: None,
             observe: Default::default(),
+            wall: WallClock::default(),
         }
     }
 
@@ -527,7 +545,7 @@ impl Limiter {
 
     /// Nanoseconds since the limiter was built, on its own monotonic clock.
     #[inline]
-    fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.nanos_since_epoch(self.clock.raw())
     }
 

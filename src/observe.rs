@@ -45,7 +45,7 @@ pub struct BudgetAlert {
 type Callback = Arc<dyn Fn(&BudgetAlert) + Send + Sync>;
 
 /// Builder options.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Options {
     pub(crate) per_tenant: bool,
     pub(crate) callback: Option<Callback>,

@@ -6,7 +6,10 @@
 //!     [--trust-proxy CIDR]... [--max-connections N] [--max-per-peer N]
 //!     [--header-timeout SECONDS] [--max-body BYTES] [--operator-listen ADDR|off]
 //!     [--admin-remote] [--admin-in-memory]
+//!     [--state PATH [--state-every SECONDS] [--state-start-empty-on-refusal]]
 //! ```
+//!
+//! With `--state`, quotas survive a restart (`state.rs`; needs `TOLLGATE_KEY_SECRET`).
 //!
 //! Routes: `GET /v1/items`, `POST /v1/items`, `POST /v1/register`, `POST /v1/reports/run`
 //! (limited by the profile's `routes`) and `GET /.well-known/rate-limits` (the discovery
@@ -29,6 +32,7 @@
 mod admin;
 mod app;
 mod serve;
+mod state;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -48,6 +52,7 @@ struct Args {
     limits: serve::Limits,
     admin_remote: bool,
     admin_in_memory: bool,
+    state: Option<state::State>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -60,6 +65,7 @@ fn parse_args() -> Result<Args, String> {
         limits: serve::Limits::default(),
         admin_remote: false,
         admin_in_memory: false,
+        state: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -89,6 +95,21 @@ fn parse_args() -> Result<Args, String> {
             "--max-connections" => args.limits.max_connections = count(&flag, &value()?)?,
             "--max-per-peer" => args.limits.max_per_peer = count(&flag, &value()?)?,
             "--max-body" => args.limits.max_body = number(&flag, &value()?)?,
+            "--state" => args.state = Some(state::State::new(value()?.into())),
+            "--state-every" | "--state-start-empty-on-refusal" if args.state.is_none() => {
+                return Err(format!("{flag} comes after --state PATH"))
+            }
+            "--state-every" => {
+                let secs = number(&flag, &value()?)?;
+                let s = args.state.as_mut().expect("checked above");
+                s.every = Duration::from_secs(secs.max(1) as u64);
+            }
+            "--state-start-empty-on-refusal" => {
+                args.state
+                    .as_mut()
+                    .expect("checked above")
+                    .start_empty_on_refusal = true
+            }
             "--header-timeout" => {
                 let secs: f64 = value()?
                     .parse()
@@ -103,9 +124,10 @@ fn parse_args() -> Result<Args, String> {
                 println!(
                     "gateway [--listen ADDR] [--profile FILE] [--tokens FILE] [--trust-proxy CIDR]...\n        \
                      [--max-connections N] [--max-per-peer N] [--header-timeout SECONDS] [--max-body BYTES]\n        \
-                     [--operator-listen ADDR|off] [--admin-remote] [--admin-in-memory]\n\n\
+                     [--operator-listen ADDR|off] [--admin-remote] [--admin-in-memory]\n        \
+                     [--state PATH [--state-every SECONDS] [--state-start-empty-on-refusal]]\n\n\
                      Admin routes (GET/PUT /admin/profile on the operators' listener) need\n\
-                     {} (at least {} bytes) in the environment.",
+                     {} (at least {} bytes) in the environment; --state needs TOLLGATE_KEY_SECRET.",
                     admin::ADMIN_TOKEN_ENV,
                     admin::MIN_TOKEN_LEN
                 );
@@ -187,14 +209,26 @@ async fn main() {
     let metrics = app::prometheus()
         .install_recorder()
         .unwrap_or_else(|e| fail("metrics", &e));
+    let secret = std::env::var(state::SECRET_ENV).ok();
     let limiter = Arc::new(
         // Listed tenants get a label of their own (bounded: the rest are `other`), for the
         // dashboard's "limit hits by tenant".
-        Limiter::builder(profile)
-            .per_tenant_metrics(true)
-            .build()
-            .unwrap_or_else(|e| fail("limiter", &e)),
+        state::open(
+            Limiter::builder(profile).per_tenant_metrics(true),
+            args.state.as_ref(),
+            secret.as_deref().map(str::as_bytes),
+        )
+        .unwrap_or_else(|e| fail("limiter", &e)),
     );
+    let checkpoint = args
+        .state
+        .as_ref()
+        .map(|s| state::checkpoint(&limiter, s).unwrap_or_else(|e| fail("state", &e)));
+    // Only with --state: otherwise SIGTERM and ctrl-c keep their default (exit at once).
+    let shutdown = args
+        .state
+        .as_ref()
+        .map(|_| state::shutdown_flag().unwrap_or_else(|e| fail("SIGTERM handler", &e)));
 
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
@@ -260,7 +294,13 @@ async fn main() {
         max_connections = limits.max_connections,
         "gateway listening"
     );
-    serve::serve(listener, router, limits, args.trusted)
-        .await
-        .unwrap_or_else(|e| fail("serve", &e));
+    tokio::select! {
+        served = serve::serve(listener, router, limits, args.trusted) => {
+            served.unwrap_or_else(|e| fail("serve", &e))
+        }
+        () = state::signalled(shutdown) => tracing::info!("shutting down"),
+    }
+    if let Some(cp) = checkpoint {
+        state::finish(cp);
+    }
 }

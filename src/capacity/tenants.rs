@@ -209,8 +209,14 @@ impl Tenants {
         held == Ok(true)
     }
 
+    /// One more identity slot for the tenant, whatever its cap: a restore (`snapshot`) puts
+    /// back slots the tenant held. `false` if the tenant has no entry and none can be had.
+    pub(crate) fn hold_restored(&self, tenant: Digest, now: u64) -> bool {
+        self.hold(tenant, now, u64::MAX)
+    }
+
     /// One identity slot less for the tenant. Its entry is there: it holds the slot.
-    fn unhold(&self, tenant: Digest) {
+    pub(crate) fn unhold(&self, tenant: Digest) {
         let found = self.table.update_existing(tenant, |t| {
             let e = Entry::of(t);
             debug_assert!(e.held > 0, "a tenant gives back a slot it does not hold");

@@ -13,5 +13,6 @@ mod profile_b4;
 mod profile_observability;
 mod profile_valid;
 mod reload;
+mod restart;
 mod stress;
 mod telemetry;

@@ -10,11 +10,15 @@ mod app;
 #[path = "../../examples/gateway/serve.rs"]
 #[allow(dead_code)]
 mod serve;
+#[path = "../../examples/gateway/state.rs"]
+#[allow(dead_code)]
+mod state;
 
 mod admin_routes;
 mod caller;
 mod flood;
 mod gateway_limits;
+mod gateway_state;
 mod gateway_tcp;
 mod layer;
 mod observability_files;
