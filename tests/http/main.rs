@@ -14,6 +14,7 @@ mod caller;
 mod flood;
 mod gateway_limits;
 mod gateway_tcp;
+mod grpc;
 mod layer;
 mod response;
 mod retry_storm;
