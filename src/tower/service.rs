@@ -118,24 +118,26 @@ where
                 return Step::Unlimited;
             };
             let entry = compiled.routes.entry(route);
-            let caller = state.extractor.caller(&request);
-            let key = caller.key(entry.class());
-            let Some(verdict) = state.admission.evaluate_now(&key) else {
+            let profile = &*compiled.profile;
+            let decided = state.extractor.with_key(&request, entry.class(), |key| {
+                let verdict = state.admission.evaluate_now(key)?;
+                let remaining = if profile.expose_remaining {
+                    state.admission.remaining_now(key)
+                } else {
+                    None
+                };
+                Some((verdict, remaining))
+            });
+            let Some((verdict, remaining)) = decided else {
                 return Step::Wait(Box::new(Wait {
                     state: Arc::clone(state),
                     compiled: Arc::clone(compiled),
                     route,
-                    caller,
+                    caller: state.extractor.caller(&request),
                     options,
                     on_refusal: on_refusal.cloned(),
                     body: body.clone(),
                 }));
-            };
-            let profile = &*compiled.profile;
-            let remaining = if profile.expose_remaining {
-                state.admission.remaining_now(&key)
-            } else {
-                None
             };
             let outcome = RateLimitOutcome {
                 decision: verdict.computed,
