@@ -176,9 +176,16 @@ async fn a_throttled_grpc_call_is_resource_exhausted_with_a_pushback() {
         call(&channel, "/tollgate.test.Echo/Say").await.unwrap(),
         b"hello"
     );
-    let refused = call(&channel, "/tollgate.test.Echo/Say")
-        .await
-        .expect_err("the second call in the second is over the burst");
+    // The next call within the second is over the burst (a few tries, in case a loaded machine
+    // let a whole second pass between two calls).
+    let mut refused = None;
+    for _ in 0..5 {
+        if let Err(status) = call(&channel, "/tollgate.test.Echo/Say").await {
+            refused = Some(status);
+            break;
+        }
+    }
+    let refused = refused.expect("calls in a row are over one call a second");
     assert_eq!(refused.code(), Code::ResourceExhausted, "{refused:?}");
     assert_eq!(
         refused.message(),
