@@ -11,9 +11,9 @@
 //!    `Forwarded` / `X-Forwarded-For` only from trusted proxy networks);
 //! 3. asks the [`Admission`] backend (a [`Limiter`](crate::Limiter), or the Redis limiter) for a
 //!    decision, and answers a refusal itself with [`crate::http::Answer::refusal`] (with a request
-//!    id: the caller's well-formed `X-Request-Id`, or a generated one), or calls the inner
-//!    service and adds `RateLimit-Policy` (and, when the profile opts in, `RateLimit`) to its
-//!    response.
+//!    id: the caller's well-formed `X-Request-Id`, or a generated one; for a gRPC request, a
+//!    gRPC status instead, see [`crate::http::is_grpc`]), or calls the inner service and adds
+//!    `RateLimit-Policy` (and, when the profile opts in, `RateLimit`) to its response.
 //!
 //! Request ids on every response and [`RateLimitOutcome`] in the request or response
 //! extensions are options of the layer ([`RateLimitLayer::request_id_on_every_response`],
@@ -42,9 +42,10 @@
 //!
 //! The files, one idea each: `layer` (configuration only), `state` (what every clone shares:
 //! the backend, the extractor, the routes compiled for the profile in force), `service` (the
-//! tower service), `future` (the response future), `outcome` (what the layer decided), `sdk`
-//! (the SDK-version counters). Who is calling and which route it is are HTTP questions,
-//! answered in [`crate::http`]; their types are re-exported here so that
+//! tower service), `future` (the response future), `refusal` (the refusal hook, the gRPC
+//! answer, the refusal's body type), `outcome` (what the layer decided), `sdk` (the
+//! SDK-version counters). Who is calling and which route it is are HTTP questions, answered in
+//! [`crate::http`]; their types are re-exported here so that
 //! `tollgate::tower::{PeerExtractor, Cidr, ...}` keeps working.
 //!
 //! ```
@@ -73,7 +74,7 @@ mod state;
 pub use future::ResponseFuture;
 pub use layer::RateLimitLayer;
 pub use outcome::RateLimitOutcome;
-pub use refusal::RefusalContext;
+pub use refusal::{BodyFromBytes, RefusalBody, RefusalContext};
 pub use service::RateLimit;
 
 pub use crate::admission::Admission;

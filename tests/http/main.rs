@@ -20,6 +20,7 @@ mod flood;
 mod gateway_limits;
 mod gateway_state;
 mod gateway_tcp;
+mod grpc;
 mod layer;
 mod observability_files;
 mod response;
