@@ -22,6 +22,7 @@
 //! # Ok::<(), tollgate::ProfileError>(())
 //! ```
 
+mod descriptors;
 mod error;
 mod ordered_map;
 mod period;
@@ -31,6 +32,9 @@ mod shape;
 mod validate;
 mod yaml;
 
+pub use descriptors::{
+    DescriptorRule, Descriptors, EntryKey, Unmatched, MAX_DESCRIPTOR_RULES, MAX_ENTRY_KEY_LEN,
+};
 pub use error::{ProfileError, ProfileErrorKind};
 pub use ordered_map::{OrderedMap, MAX_NAME_LEN};
 pub use period::Period;

@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::descriptors::Descriptors;
 use super::error::ProfileError;
 use super::ordered_map::OrderedMap;
 use super::period::Period;
@@ -49,6 +50,10 @@ pub struct Profile {
     pub error_budget: Option<ErrorBudget>,
     /// The shared store (Redis backend).
     pub store: Store,
+    /// How `tollgate-server` maps Envoy rate limit descriptors to keys; absent for a profile
+    /// used only in process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descriptors: Option<Descriptors>,
 }
 
 /// [`Profile`] as parsed, before the checks that span fields. Only `Profile`'s deserializer
@@ -77,6 +82,8 @@ pub(super) struct RawProfile {
     error_budget: Option<ErrorBudget>,
     #[serde(default)]
     store: Store,
+    #[serde(default)]
+    descriptors: Option<Descriptors>,
 }
 
 impl RawProfile {
@@ -95,6 +102,7 @@ impl RawProfile {
             catalog: self.catalog,
             error_budget: self.error_budget,
             store: self.store,
+            descriptors: self.descriptors,
         }
     }
 }

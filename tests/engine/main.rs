@@ -9,6 +9,7 @@ mod limiter;
 mod model;
 mod profile;
 mod profile_b4;
+mod profile_descriptors;
 mod profile_valid;
 mod reload;
 mod stress;
