@@ -20,6 +20,11 @@ use crate::metrics as m;
 use crate::request::costs;
 use crate::response;
 
+/// The descriptor entry that carries the request's id where the call's metadata does not
+/// (Envoy's rate limit filter sends none: a `request_headers` action on `x-request-id` with
+/// this `descriptor_key` adds it). Rules ignore it unless they name it.
+pub const REQUEST_ID_ENTRY: &str = "x-request-id";
+
 /// What a decision reads from the profile in force, swapped as one on reload.
 struct Compiled {
     profile: Arc<Profile>,
@@ -83,7 +88,9 @@ impl<B: Backend> RateLimiter<B> {
         Ok(())
     }
 
-    /// Answers one request. `request_id` is what Envoy sent as `x-request-id`, if anything.
+    /// Answers one request. `request_id` is what the call's metadata carried as
+    /// `x-request-id`, if anything; else a descriptor entry [`REQUEST_ID_ENTRY`] gives it; a
+    /// missing or malformed id is replaced by a fresh one.
     ///
     /// Errors: `INVALID_ARGUMENT` for a malformed request, `NOT_FOUND` for a domain the
     /// profile refuses, `PERMISSION_DENIED` for a descriptor no rule matches when the profile
@@ -195,7 +202,16 @@ impl<B: Backend> RateLimiter<B> {
                         _ => response::status_ok(),
                     })
                     .collect();
+                // Envoy sends no request id with its call; a descriptor entry may carry it.
+                let from_entry = || {
+                    req.descriptors
+                        .iter()
+                        .flat_map(|d| &d.entries)
+                        .find(|e| e.key == REQUEST_ID_ENTRY)
+                        .map(|e| e.value.as_str())
+                };
                 let id = request_id
+                    .or_else(from_entry)
                     .and_then(RequestId::parse)
                     .unwrap_or_else(RequestId::generate);
                 let policy = &c.policies[key.class().index() as usize];

@@ -116,6 +116,37 @@ async fn over_limit_carries_the_exact_wait_the_headers_and_the_problem() {
 }
 
 #[tokio::test]
+async fn a_descriptor_entry_can_carry_the_request_id() {
+    let mut s = start(PROFILE).await;
+    let with_id = || {
+        desc(&[
+            ("tenant", "acme"),
+            ("user", "alice"),
+            ("class", "write"),
+            ("x-request-id", "0c803cab-9ad3-4d33-83f9-a98b875c3b08"),
+        ])
+    };
+    for _ in 0..2 {
+        assert_eq!(
+            ask(&mut s, req("edge", vec![with_id()], 0))
+                .await
+                .overall_code,
+            OK
+        );
+    }
+    let r = ask(&mut s, req("edge", vec![with_id()], 0)).await;
+    assert_eq!(
+        r.overall_code, OVER_LIMIT,
+        "the extra entry changes nothing of the key"
+    );
+    assert_eq!(
+        header(&r, "x-request-id"),
+        Some("0c803cab-9ad3-4d33-83f9-a98b875c3b08")
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
 async fn a_request_id_that_is_not_one_is_replaced() {
     let mut s = start(PROFILE).await;
     for _ in 0..2 {
