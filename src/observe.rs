@@ -8,7 +8,7 @@
 //!
 //! | metric | kind | labels |
 //! | --- | --- | --- |
-//! | `tollgate_decisions_total` | counter | `outcome` (admitted, throttled, unavailable), `route_class`, `cause` (none, burst, sustained, shard_full, tenant_share, table_full, store_unavailable), `mode` (enforce, shadow) |
+//! | `tollgate_decisions_total` | counter | `outcome` (admitted, throttled, exceeds, unavailable), `route_class`, `cause` (none, burst, sustained, shard_full, tenant_share, table_full, store_unavailable), `mode` (enforce, shadow) |
 //! | `tollgate_tenant_decisions_total` | counter | `tenant`, `outcome` (opt-in) |
 //! | `tollgate_retry_after_seconds` | histogram | `route_class` |
 //! | `tollgate_capacity_rejection_ratio` | gauge | |
@@ -155,11 +155,15 @@ impl Observer {
         now: u64,
     ) {
         let class = key.class.index() as usize;
-        let i = computed.outcome().index();
+        // Admit first, the common case: one comparison instead of two matches over every kind.
+        let (i, wait) = match computed {
+            Decision::Admit => (Outcome::Admitted.index(), None),
+            refused => (refused.outcome().index(), refused.retry_after()),
+        };
         if let Some(c) = h.decisions.get(class) {
             c[i].increment(1);
         }
-        if let (Some(wait), Some(hist)) = (computed.retry_after(), h.retry_after.get(class)) {
+        if let (Some(wait), Some(hist)) = (wait, h.retry_after.get(class)) {
             hist.record(wait.as_secs_f64());
         }
         if self.options.per_tenant {

@@ -305,6 +305,9 @@ pub enum CatalogEntry {
     OverCapacity,
     /// `catalog.limiter_unavailable`: the limiter's store (503).
     LimiterUnavailable,
+    /// `catalog.cost_exceeds`: a weighted request costs more than the caller's bucket holds
+    /// (429, no `Retry-After`).
+    CostExceeds,
 }
 
 /// `catalog:` what callers see. The codes are stable API.
@@ -320,6 +323,10 @@ pub struct Catalog {
     /// The limiter's store (503).
     #[serde(default = "default_limiter_unavailable")]
     pub limiter_unavailable: CatalogCode,
+    /// A weighted request whose cost is more than the caller's bucket can hold (429). Optional:
+    /// `cost_exceeds_limit` by default, so profiles written before weighted cost keep working.
+    #[serde(default = "default_cost_exceeds")]
+    pub cost_exceeds: CatalogCode,
 }
 
 impl Catalog {
@@ -329,6 +336,7 @@ impl Catalog {
             CatalogEntry::Throttled => &self.throttled,
             CatalogEntry::OverCapacity => &self.over_capacity,
             CatalogEntry::LimiterUnavailable => &self.limiter_unavailable,
+            CatalogEntry::CostExceeds => &self.cost_exceeds,
         }
     }
 }
@@ -348,6 +356,9 @@ fn default_over_capacity() -> CatalogCode {
 fn default_limiter_unavailable() -> CatalogCode {
     code("limiter_unavailable")
 }
+fn default_cost_exceeds() -> CatalogCode {
+    code("cost_exceeds_limit")
+}
 
 impl Default for Catalog {
     fn default() -> Self {
@@ -355,6 +366,7 @@ impl Default for Catalog {
             throttled: default_throttled(),
             over_capacity: default_over_capacity(),
             limiter_unavailable: default_limiter_unavailable(),
+            cost_exceeds: default_cost_exceeds(),
         }
     }
 }

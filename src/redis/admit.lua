@@ -11,6 +11,8 @@
 -- ARGV[9]  extra milliseconds a key lives after it stops mattering
 -- ARGV[10] deadline (us since the Unix epoch, the server's clock): a charging call that runs
 --          later charges nothing, its caller has already given up; "0" for none
+-- ARGV[11] the request's cost n in tokens and slots (weighted cost), at least 1; the worker
+--          refuses a cost larger than a bucket before calling (`Decision::Exceeds`)
 --
 -- Returns { outcome, wait_us, now_us }: outcome is tollgate's `Outcome::index` (0 admit,
 -- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full) or 255
@@ -19,7 +21,8 @@
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Every value here is an
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are
 -- at most 366 days plus 2^32 us (3.2e13), a TAT at most now + the largest tau of the profiles
--- that charged it, a window end at most now + window, counts at most 2^24. Sums, differences and comparisons of such integers are
+-- that charged it, a window end at most now + window, counts at most 2^24, a cost t * n at
+-- most tau (n is at most the bucket's tokens). Sums, differences and comparisons of such integers are
 -- exact, and so is math.fmod (the window's start). The one inexact division turns an expiry
 -- into whole milliseconds, rounded up by one and padded by the margin: it decides nothing.
 -- Integers are written back with '%.0f', which prints them whole (tostring would cut them to
@@ -32,6 +35,7 @@ local bt, btau = tonumber(ARGV[2]), tonumber(ARGV[3])
 local st, stau = tonumber(ARGV[4]), tonumber(ARGV[5])
 local margin = tonumber(ARGV[9])
 local deadline = tonumber(ARGV[10])
+local n = tonumber(ARGV[11])
 
 -- A call queued behind a stalled server (or a slow script) whose caller timed out: charge
 -- nothing, neither buckets nor shared counts.
@@ -62,8 +66,8 @@ end
 local rb, rs = pair(KEYS[1])
 local tb = rb or now
 local ts = rs or now
-local nb = math.max(tb, now) + bt
-local ns = math.max(ts, now) + st
+local nb = math.max(tb, now) + bt * n
+local ns = math.max(ts, now) + st * n
 local wb = nb - (now + btau)
 local ws = ns - (now + stau)
 if wb > 0 or ws > 0 then
@@ -90,11 +94,11 @@ if window > 0 then
     return wend, 0
   end
   te, tc = counted(2)
-  if tc >= tonumber(ARGV[8]) then
+  if tc + n > tonumber(ARGV[8]) then
     return { 3, wend - now, now }
   end
   se, sc = counted(3)
-  if sc >= tonumber(ARGV[7]) then
+  if sc + n > tonumber(ARGV[7]) then
     return { 4, wend - now, now }
   end
 end
@@ -102,8 +106,8 @@ end
 if write then
   store(KEYS[1], nb, ns, math.max(nb, ns))
   if window > 0 then
-    store(KEYS[2], te, tc + 1, te)
-    store(KEYS[3], se, sc + 1, se)
+    store(KEYS[2], te, tc + n, te)
+    store(KEYS[3], se, sc + n, se)
   end
 end
 return { 0, 0, now }

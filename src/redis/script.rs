@@ -5,9 +5,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::time::Instant;
 
-use ::redis::aio::ConnectionManager;
 use ::redis::Script;
 
+use super::connection::Connection;
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Outcome};
 use crate::identity::{Digest, Key};
@@ -15,6 +15,9 @@ use crate::published::PublishedBucket;
 
 /// The decision script; see its header for the arguments and the number ranges.
 const SCRIPT: &str = include_str!("admit.lua");
+
+/// Gives back one admitted call's charge (`admit_all`); see its header.
+const REFUND: &str = include_str!("refund.lua");
 
 /// What the script replied: ([`Outcome::index`] or [`EXPIRED`], wait in us, server time in us
 /// since the Unix epoch).
@@ -26,8 +29,9 @@ const EXPIRED: u8 = 255;
 
 /// The store: one connection (re-established in the background) and the loaded script.
 pub(super) struct Store {
-    conn: ConnectionManager,
+    conn: Connection,
     script: Script,
+    refund: Script,
     pub(super) prefix: Box<str>,
     margin_ms: u64,
     /// The server's clock against ours, for the deadline a charging call carries.
@@ -89,12 +93,14 @@ impl ServerClock {
 impl Store {
     /// Loads the script on `conn`.
     pub(super) async fn new(
-        mut conn: ConnectionManager,
+        mut conn: Connection,
         prefix: String,
         margin: Duration,
     ) -> Result<Store, ::redis::RedisError> {
         let script = Script::new(SCRIPT);
         script.prepare_invoke().load_async(&mut conn).await?;
+        let refund = Script::new(REFUND);
+        refund.prepare_invoke().load_async(&mut conn).await?;
         let clock = ServerClock {
             base: Instant::now(),
             offset: AtomicU64::new(0),
@@ -106,6 +112,7 @@ impl Store {
         Ok(Store {
             conn,
             script,
+            refund,
             prefix: prefix.into(),
             margin_ms: margin.as_millis() as u64,
             clock,
@@ -115,40 +122,21 @@ impl Store {
     /// One `EVALSHA`, bounded by the profile's `store.timeout`: the decision and the server
     /// time it was made at, or a fail-closed refusal and `None` on any failure. A charging call
     /// carries its deadline on the server's clock (see [`ServerClock`]): the script charges
-    /// nothing past it, so a call this side gave up on (503) is never charged later.
+    /// nothing past it, so a call this side gave up on (503) is never charged later. `n` is the
+    /// cost (at least 1, at most the class's smaller bucket: the caller checked).
     pub(super) async fn call(
         &self,
         cfg: &Config,
         key: &Key<'_>,
-        digest: Digest,
-        tenant: Digest,
+        (digest, tenant): (Digest, Digest),
         charge: bool,
+        n: u32,
     ) -> (Decision, Option<u64>) {
         let class = &cfg.published.route_classes[key.class.0 as usize];
         let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
         let mut inv = self.script.prepare_invoke();
-        let capacity = cfg.capacity.as_ref();
-        let (shard, cap) = match capacity {
-            Some(c) => {
-                let (shard, cap) = c.shard_and_cap(tenant, key);
-                (shard as u64, cap)
-            }
-            // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.
-            None => (tenant.hi >> 50, 0),
-        };
-        let prefix = &self.prefix;
-        inv.key(format!(
-            "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
-            digest.hi, digest.lo
-        ));
-        let (window, slots) = capacity.map_or((0, 0), |c| c.window_micros());
-        if capacity.is_some() {
-            inv.key(format!(
-                "{prefix}:{{{shard}}}:t:{:016x}{:016x}",
-                tenant.hi, tenant.lo
-            ))
-            .key(format!("{prefix}:{{{shard}}}:s"));
-        }
+        let cap = self.keys(&mut inv, cfg, key, digest, tenant);
+        let (window, slots) = cfg.capacity.as_ref().map_or((0, 0), |c| c.window_micros());
         inv.arg(if charge { "1" } else { "0" })
             .arg(bt)
             .arg(btau)
@@ -165,16 +153,90 @@ impl Store {
         } else {
             0
         };
-        inv.arg(deadline);
+        inv.arg(deadline).arg(n);
         let mut conn = self.conn.clone();
         let reply = inv.invoke_async::<ScriptReply>(&mut conn);
         match tokio::time::timeout(cfg.store_timeout, reply).await {
             Ok(Ok((outcome, wait, now))) => {
                 self.clock.observe(now, sent, self.clock.local_micros());
-                (script_decision(outcome, wait), Some(now))
+                let mut decision = script_decision(outcome, wait);
+                // A cost above the tenant's cap or the shard's slots never fits: no wait.
+                if let Decision::Unavailable { retry_after, cause } = &mut decision {
+                    let never = match cause {
+                        Cause::TenantShare => u64::from(n) > cap,
+                        Cause::ShardFull => u64::from(n) > slots,
+                        _ => false,
+                    };
+                    if never {
+                        *retry_after = None;
+                    }
+                }
+                (decision, Some(now))
             }
             _ => (STORE_UNAVAILABLE, None),
         }
+    }
+
+    /// Gives back what an admitted call of cost `n` decided at server time `now` charged (see
+    /// `refund.lua`), bounded by the timeout. A refund that fails leaves the caller charged:
+    /// never more admitted than the limits allow.
+    pub(super) async fn refund(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        (digest, tenant): (Digest, Digest),
+        n: u32,
+        now: u64,
+    ) {
+        let class = &cfg.published.route_classes[key.class.0 as usize];
+        let ([bt, _], [st, _]) = (micros(&class.burst), micros(&class.sustained));
+        let mut inv = self.refund.prepare_invoke();
+        self.keys(&mut inv, cfg, key, digest, tenant);
+        let (window, _) = cfg.capacity.as_ref().map_or((0, 0), |c| c.window_micros());
+        let end = if window > 0 {
+            now - now % window + window
+        } else {
+            0
+        };
+        let n64 = u64::from(n);
+        inv.arg(bt * n64).arg(st * n64).arg(end).arg(n);
+        let mut conn = self.conn.clone();
+        let reply = inv.invoke_async::<u8>(&mut conn);
+        let _ = tokio::time::timeout(cfg.store_timeout, reply).await;
+    }
+
+    /// Adds the keys a decision touches to `inv` (identity, then tenant and shard with shared
+    /// capacity) and returns the tenant's cap of its shard's slots (0 without capacity).
+    fn keys(
+        &self,
+        inv: &mut ::redis::ScriptInvocation<'_>,
+        cfg: &Config,
+        key: &Key<'_>,
+        digest: Digest,
+        tenant: Digest,
+    ) -> u64 {
+        let capacity = cfg.capacity.as_ref();
+        let (shard, cap) = match capacity {
+            Some(c) => {
+                let (shard, cap) = c.shard_and_cap(tenant, key);
+                (shard as u64, cap)
+            }
+            // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.
+            None => (tenant.hi >> 50, 0),
+        };
+        let prefix = &self.prefix;
+        inv.key(format!(
+            "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
+            digest.hi, digest.lo
+        ));
+        if capacity.is_some() {
+            inv.key(format!(
+                "{prefix}:{{{shard}}}:t:{:016x}{:016x}",
+                tenant.hi, tenant.lo
+            ))
+            .key(format!("{prefix}:{{{shard}}}:s"));
+        }
+        cap
     }
 }
 
