@@ -10,11 +10,10 @@ use envoy_types::pb::envoy::service::ratelimit::v3::{RateLimitRequest, RateLimit
 use http::HeaderValue;
 use tollgate::http::{policy_header, RequestId};
 use tollgate::profile::RouteClassLimits;
-use tollgate::{BucketKind, Decision, Key, Profile};
+use tollgate::{Admission, BucketKind, Decision, Key, Profile};
 use tonic::Status;
 
 use crate::backend::Backend;
-use crate::charge::admit_all;
 use crate::mapping::{Mapped, Mapping};
 use crate::metrics as m;
 use crate::request::costs;
@@ -150,7 +149,8 @@ impl<B: Backend> RateLimiter<B> {
         }
         let profile = &c.profile;
         let limits_of = |k: &Key<'_>| c.limits[k.class().index() as usize];
-        match admit_all(&*self.backend, &items).await {
+        // All or nothing: a refusal gives back exactly what the descriptors before it took.
+        match self.backend.admit_all(&items).await {
             Ok(()) => {
                 m::request("ok");
                 let mut statuses = Vec::with_capacity(at.len());
@@ -179,7 +179,9 @@ impl<B: Backend> RateLimiter<B> {
                 let decision = refused.decision;
                 let key = &items[refused.index].0;
                 let kind = match decision {
-                    Decision::Throttle { bucket, .. } => bucket,
+                    // The caller's own quota (Envoy's 429); a cost its bucket can never hold
+                    // is one too, with no wait (none would help).
+                    Decision::Throttle { bucket, .. } | Decision::Exceeds { bucket } => bucket,
                     Decision::Unavailable { .. } => {
                         m::request("unavailable");
                         let code = decision.catalog_code(profile).unwrap_or("over_capacity");

@@ -6,7 +6,9 @@
 //! Prometheus metrics and `POST /json`.
 //!
 //! A request's descriptors are mapped to keys by the profile's `descriptors:` rules
-//! ([`mapping`]); each is charged its `hits_addend`; all are admitted or none is. A refusal of
+//! ([`mapping`]); each is charged its `hits_addend` (the engine's weighted cost); all are
+//! admitted or none is ([`tollgate::Admission::admit_all`], which gives back exactly what the
+//! descriptors before a refusal took). A refusal of
 //! the caller's own quota is `OVER_LIMIT` (Envoy answers 429 with the headers and problem
 //! body given here); shared capacity or the store is the gRPC status `UNAVAILABLE` (Envoy,
 //! with `failure_mode_deny: true` and `status_on_error: 503`, answers 503).
@@ -16,7 +18,6 @@
 //! | `backend` | [`Backend`]: the embedded limiter or Redis |
 //! | `mapping` | [`Mapping`]: the profile's descriptor rules, compiled |
 //! | `request` | what a well-formed request is, and each descriptor's cost |
-//! | `charge` | charging a request's descriptors all or nothing |
 //! | `decide` | [`RateLimiter`]: one `ShouldRateLimit`, and reload |
 //! | `response` | a decision as a `RateLimitResponse` |
 //! | `grpc`, `http`, `json` | the two faces, and the JSON form of the messages |
@@ -24,7 +25,6 @@
 #![warn(missing_docs)]
 
 pub mod backend;
-pub mod charge;
 pub mod decide;
 pub mod grpc;
 pub mod http;

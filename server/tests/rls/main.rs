@@ -4,6 +4,7 @@
 //! sleeps.
 
 mod domains;
+mod hits;
 mod http_side;
 mod malformed;
 mod mapping;
