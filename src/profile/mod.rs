@@ -22,6 +22,7 @@
 //! # Ok::<(), tollgate::ProfileError>(())
 //! ```
 
+mod descriptors;
 mod error;
 mod observability;
 mod ordered_map;
@@ -32,6 +33,9 @@ mod shape;
 mod validate;
 mod yaml;
 
+pub use descriptors::{
+    DescriptorRule, Descriptors, EntryKey, Unmatched, MAX_DESCRIPTOR_RULES, MAX_ENTRY_KEY_LEN,
+};
 pub use error::{ProfileError, ProfileErrorKind};
 pub use observability::{
     Observability, SdkToken, SdkVersions, DEFAULT_NEAR_LIMIT, MAX_SDK_TOKEN_LEN, MAX_SDK_VERSIONS,

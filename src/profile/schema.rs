@@ -4,6 +4,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::descriptors::Descriptors;
 use super::error::ProfileError;
 use super::observability::Observability;
 use super::ordered_map::OrderedMap;
@@ -53,6 +54,10 @@ pub struct Profile {
     /// Operator signals: the near-limit threshold, the SDK versions labelled in metrics.
     #[serde(skip_serializing_if = "Observability::is_default")]
     pub observability: Observability,
+    /// How `tollgate-server` maps Envoy rate limit descriptors to keys; absent for a profile
+    /// used only in process.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub descriptors: Option<Descriptors>,
 }
 
 /// [`Profile`] as parsed, before the checks that span fields. Only `Profile`'s deserializer
@@ -83,6 +88,7 @@ pub(super) struct RawProfile {
     store: Store,
     #[serde(default)]
     observability: Observability,
+    descriptors: Option<Descriptors>,
 }
 
 impl RawProfile {
@@ -102,6 +108,7 @@ impl RawProfile {
             error_budget: self.error_budget,
             store: self.store,
             observability: self.observability,
+            descriptors: self.descriptors,
         }
     }
 }

@@ -46,6 +46,17 @@ impl Profile {
             );
         }
         self.check_routes()?;
+        if let Some(d) = &self.descriptors {
+            d.check(
+                |c| self.route_classes.get(c).is_some(),
+                || self.route_classes.iter().map(|(k, _)| k).collect(),
+            )
+            .map_err(|r| Refusal {
+                message: r.message,
+                key: r.key,
+                value: r.value,
+            })?;
+        }
         if let Some(sc) = &self.shared_capacity {
             let shards = sc.shards.get();
             for (name, t) in sc.tenants.iter() {

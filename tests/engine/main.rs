@@ -10,6 +10,7 @@ mod model;
 mod near_limit;
 mod profile;
 mod profile_b4;
+mod profile_descriptors;
 mod profile_observability;
 mod profile_valid;
 mod reload;

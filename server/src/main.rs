@@ -1,0 +1,171 @@
+//! `tollgate-server --profile PATH [--grpc 127.0.0.1:8081] [--http 127.0.0.1:8080|off]
+//! [--redis URL]`: the Envoy rate limit service. SIGHUP or an edit of the profile reloads it;
+//! SIGTERM or ctrl-c stops it after the requests in flight.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use metrics_exporter_prometheus::PrometheusBuilder;
+use tokio::net::TcpListener;
+use tokio::signal::unix::{signal, SignalKind};
+use tollgate::{Limiter, Profile};
+use tollgate_server::{reload, serve, Backend, RateLimiter};
+
+const USAGE: &str = "tollgate-server --profile PATH [--grpc ADDR] [--http ADDR|off] [--redis URL]";
+
+struct Args {
+    profile: PathBuf,
+    grpc: SocketAddr,
+    http: Option<SocketAddr>,
+    redis: Option<String>,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut profile = None;
+    let mut args = Args {
+        profile: PathBuf::new(),
+        grpc: "127.0.0.1:8081".parse().expect("a valid default address"),
+        http: Some("127.0.0.1:8080".parse().expect("a valid default address")),
+        redis: None,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
+        match flag.as_str() {
+            "--profile" => profile = Some(PathBuf::from(value()?)),
+            "--grpc" => {
+                let v = value()?;
+                args.grpc = v.parse().map_err(|e| format!("--grpc {v}: {e}"))?;
+            }
+            "--http" => {
+                let v = value()?;
+                args.http = match v.as_str() {
+                    "off" => None,
+                    a => Some(a.parse().map_err(|e| format!("--http {v}: {e}"))?),
+                };
+            }
+            "--redis" => args.redis = Some(value()?),
+            "-h" | "--help" => {
+                println!("{USAGE}");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown argument {other:?}; usage: {USAGE}")),
+        }
+    }
+    args.profile = profile.ok_or_else(|| format!("--profile is needed; usage: {USAGE}"))?;
+    Ok(args)
+}
+
+/// Completes on SIGTERM or ctrl-c.
+async fn terminated() {
+    let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: finishing requests in flight"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("ctrl-c: finishing requests in flight"),
+    }
+}
+
+async fn run<B: Backend>(
+    backend: Arc<B>,
+    args: Args,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
+) -> Result<(), String> {
+    let limiter = Arc::new(RateLimiter::new(backend)?);
+    let grpc = TcpListener::bind(args.grpc)
+        .await
+        .map_err(|e| format!("--grpc {}: {e}", args.grpc))?;
+    let http = match args.http {
+        Some(a) => Some(
+            TcpListener::bind(a)
+                .await
+                .map_err(|e| format!("--http {a}: {e}"))?,
+        ),
+        None => None,
+    };
+    tracing::info!(
+        grpc = %args.grpc,
+        http = ?args.http,
+        profile = %args.profile.display(),
+        backend = limiter.backend().kind(),
+        domain = limiter.profile().descriptors.as_ref().map(|d| d.domain.as_str()).unwrap_or(""),
+        "tollgate-server listening"
+    );
+    let watcher = tokio::spawn(reload::watch(Arc::clone(&limiter), args.profile.clone()));
+    {
+        let handle = metrics.clone();
+        tokio::spawn(async move {
+            let mut t = tokio::time::interval(Duration::from_secs(5));
+            loop {
+                t.tick().await;
+                handle.run_upkeep();
+            }
+        });
+    }
+    let result = serve(limiter, grpc, http, Some(metrics), terminated()).await;
+    watcher.abort();
+    result
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let fail = |e: String| -> ! {
+        tracing::error!("{e}");
+        std::process::exit(1);
+    };
+    let args = parse_args().unwrap_or_else(|e| {
+        eprintln!("tollgate-server: {e}");
+        std::process::exit(2);
+    });
+    let profile = Profile::from_path(&args.profile).unwrap_or_else(|e| fail(e.to_string()));
+    // The recorder first: the limiter registers its metric handles when it is built.
+    let metrics = PrometheusBuilder::new()
+        .install_recorder()
+        .unwrap_or_else(|e| fail(format!("metrics: {e}")));
+    let result = match args.redis.clone() {
+        None => {
+            let limiter = Limiter::builder(profile)
+                .build()
+                .unwrap_or_else(|e| fail(format!("limiter: {e}")));
+            run(Arc::new(limiter), args, metrics).await
+        }
+        Some(url) => redis(url, profile, args, metrics).await,
+    };
+    if let Err(e) = result {
+        fail(e);
+    }
+    tracing::info!("stopped");
+}
+
+#[cfg(feature = "redis")]
+async fn redis(
+    url: String,
+    profile: Profile,
+    args: Args,
+    metrics: metrics_exporter_prometheus::PrometheusHandle,
+) -> Result<(), String> {
+    let limiter = tollgate::redis::RedisLimiter::connect(&url, profile)
+        .await
+        .map_err(|e| format!("--redis: {e}"))?;
+    run(Arc::new(limiter), args, metrics).await
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis(
+    _: String,
+    _: Profile,
+    _: Args,
+    _: metrics_exporter_prometheus::PrometheusHandle,
+) -> Result<(), String> {
+    Err(
+        "--redis needs a tollgate-server built with the `redis` feature \
+         (cargo build -p tollgate-server --features redis)"
+            .into(),
+    )
+}
