@@ -77,7 +77,7 @@ impl ShardCounter {
     }
 }
 
-#[cfg(all(test, not(all(tollgate_loom, feature = "loom"))))]
+#[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
 

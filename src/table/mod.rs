@@ -55,7 +55,7 @@ pub(crate) struct Slot {
     partition_lo: AtomicU64,
 }
 
-#[cfg(not(all(tollgate_loom, feature = "loom")))]
+#[cfg(not(tollgate_loom))]
 const _: () = assert!(core::mem::size_of::<Slot>() == 64);
 
 impl Slot {
@@ -109,7 +109,7 @@ impl Slot {
 /// millions of slots is read at random; with 4 KiB pages nearly every lookup also misses the TLB
 /// and walks the page tables (`madvise` mode is the common default for transparent huge pages).
 /// Advice only: refused or unsupported, nothing changes.
-#[cfg(all(target_os = "linux", not(all(tollgate_loom, feature = "loom"))))]
+#[cfg(all(target_os = "linux", not(tollgate_loom)))]
 fn advise_huge_pages(start: usize, len: usize) {
     const HUGE: usize = 2 << 20;
     // Only whole huge pages inside the allocation.
@@ -126,7 +126,7 @@ fn advise_huge_pages(start: usize, len: usize) {
     }
 }
 
-#[cfg(not(all(target_os = "linux", not(all(tollgate_loom, feature = "loom")))))]
+#[cfg(any(not(target_os = "linux"), tollgate_loom))]
 fn advise_huge_pages(_start: usize, _len: usize) {}
 
 /// No slot in the identity's window can be had, or its partition holds its cap and has no
@@ -337,7 +337,7 @@ impl<K: Kind> Table<K> {
     }
 }
 
-#[cfg(all(test, not(all(tollgate_loom, feature = "loom"))))]
+#[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
 
