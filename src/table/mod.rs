@@ -298,10 +298,11 @@ impl<K: Kind> Table<K> {
                 Apply::Keep(r) => return Some(r),
                 Apply::Write(tats, r) => (tats, r),
             };
-            // Success Relaxed would do for the TATs alone (the word is the whole state); AcqRel
-            // keeps this RMW in the release sequence of the claim's publish and costs nothing
-            // more on x86 (`lock cmpxchg16b` is a full barrier). Failure Acquire: a different
-            // occupant's word sends us back to scan, which reloads with Acquire anyway.
+            // Success Relaxed would do (the word is the whole state, and an RMW of any ordering
+            // continues the release sequence of the claim's publish: no loom model fails with
+            // both orderings Relaxed, loom-tests/README.md); AcqRel costs nothing more on x86
+            // (`lock cmpxchg16b` is a full barrier). Failure Acquire: a different occupant's
+            // word sends us back to scan, which reloads with Acquire anyway.
             match slot.state.compare_exchange(
                 seen,
                 seen.with_tats(tats),
