@@ -6,7 +6,9 @@
 # (4.5 min from clean, about 1 min after a change in src/); see loom-tests/README.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export RUSTFLAGS="--cfg tollgate_loom ${RUSTFLAGS:-}"
+# Debug assertions on in release (sharded-slab's bin/loom.sh): the bucket math's and the state
+# word's `debug_assert!`s are checked in every execution loom explores.
+export RUSTFLAGS="--cfg tollgate_loom -C debug-assertions=on ${RUSTFLAGS:-}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-2}"
 # A separate target dir: the cfg changes every crate's build.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-target}/loom"

@@ -336,4 +336,47 @@ mod tests {
         );
         assert!(l.charge(charged, 1_500, l.cost(3).unwrap()).is_ok());
     }
+
+    /// Both buckets short: the wait is the longer one's and names it; a tie names `Sustained`.
+    /// (Kills the cargo-mutants survivor `replace match guard b > s with false`.)
+    #[test]
+    fn both_short_names_the_longer_wait() {
+        let l = Limits {
+            burst: Rate::new(1, 1_000),
+            sustained: Rate::new(1, 100),
+        };
+        let empty = Tats {
+            burst: 1_000,
+            sustained: 100,
+        };
+        let short = |wait, bucket| Err(Short { wait, bucket });
+        assert_eq!(
+            l.charge(empty, 0, l.unit()),
+            short(1_000, BucketKind::Burst)
+        );
+        let l = Limits {
+            burst: Rate::new(1, 100),
+            sustained: Rate::new(1, 1_000),
+        };
+        let empty = Tats {
+            burst: 100,
+            sustained: 1_000,
+        };
+        assert_eq!(
+            l.charge(empty, 0, l.unit()),
+            short(1_000, BucketKind::Sustained)
+        );
+        let tie = Limits {
+            burst: Rate::new(1, 100),
+            sustained: Rate::new(1, 100),
+        };
+        let empty = Tats {
+            burst: 100,
+            sustained: 100,
+        };
+        assert_eq!(
+            tie.charge(empty, 0, tie.unit()),
+            short(100, BucketKind::Sustained)
+        );
+    }
 }

@@ -47,7 +47,7 @@ pub mod redis;
 pub mod tower;
 
 /// Internals that the loom models in `loom-tests/` drive directly. Not part of the API.
-#[cfg(all(tollgate_loom, feature = "loom"))]
+#[cfg(tollgate_loom)]
 #[doc(hidden)]
 pub mod __loom {
     pub use crate::capacity::ShardCounter;

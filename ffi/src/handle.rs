@@ -3,14 +3,12 @@
 
 use core::ffi::c_char;
 use std::ffi::{CStr, CString};
-// The handle's own words are plain std atomics rather than `crate::sync`'s: they are not part
-// of the table that the loom models check, and loom's types only work inside a model.
-use std::sync::atomic::{AtomicPtr, AtomicU32, Ordering};
 use std::sync::{Mutex, MutexGuard};
 
 use tollgate::{CatalogEntry, Decision, Limiter, RouteClass};
 
 use crate::cast::{Castable, OwnershipBox};
+use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 use crate::{tg_decision, tg_result};
 
 /// A limiter, as C sees it: opaque, made by `tg_limiter_new_from_yaml`, freed by

@@ -65,6 +65,8 @@ mod handle;
 mod panic;
 // `tg_version`.
 mod version;
+// The one module that names atomics.
+mod sync;
 // `tg_limiter_new_from_yaml`, `tg_admit`, ..., `tg_limiter_free`.
 mod limiter;
 // `tg_error_message`.

@@ -1,8 +1,8 @@
 //! loom models over the real table and bucket code (`src/sync.rs` swaps in loom's atomics).
 //!
-//! Run: `RUSTFLAGS="--cfg tollgate_loom" LOOM_MAX_PREEMPTIONS=2 cargo test -p loom-tests --release`
-//! (`loom-tests/run.sh` does exactly that). The clock is quanta's mock, frozen or moved only
-//! between phases, so every admission in a phase sees the same `now`.
+//! Run: `RUSTFLAGS="--cfg tollgate_loom -C debug-assertions=on" LOOM_MAX_PREEMPTIONS=2 cargo test
+//! -p loom-tests --release` (`loom-tests/run.sh` does exactly that). The clock is quanta's
+//! mock, frozen or moved only between phases, so every admission in a phase sees the same `now`.
 #![cfg(tollgate_loom)]
 
 use std::time::Duration;

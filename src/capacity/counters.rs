@@ -56,7 +56,7 @@ impl ShardCounter {
     }
 
     /// Takes a slot in window `window` (or in the shard's newer window) unless `slots` are used.
-    #[cfg(any(test, all(tollgate_loom, feature = "loom")))]
+    #[cfg(any(test, tollgate_loom))]
     #[inline]
     pub fn take(&self, window: u64, slots: u64) -> bool {
         self.take_n(window, slots, 1).is_some()
@@ -108,7 +108,7 @@ impl ShardCounter {
     }
 }
 
-#[cfg(all(test, not(all(tollgate_loom, feature = "loom"))))]
+#[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
 

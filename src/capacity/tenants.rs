@@ -252,7 +252,7 @@ impl Claimer for Partition<'_> {
     }
 }
 
-#[cfg(all(test, not(all(tollgate_loom, feature = "loom"))))]
+#[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
 

@@ -21,23 +21,23 @@ pub(crate) struct ConfigCell {
     current: arc_swap::ArcSwap<Config>,
     generation: AtomicU64,
     /// Process-unique, so that a new limiter at a freed address never hits another's cache.
-    #[cfg_attr(all(tollgate_loom, feature = "loom"), allow(dead_code))]
+    #[cfg_attr(tollgate_loom, allow(dead_code))]
     id: u64,
 }
 
 /// Limiters whose configs one thread keeps.
-#[cfg(not(all(tollgate_loom, feature = "loom")))]
+#[cfg(not(tollgate_loom))]
 const CACHED: usize = 4;
 
 /// One thread's configs, most recently used first.
-#[cfg(not(all(tollgate_loom, feature = "loom")))]
+#[cfg(not(tollgate_loom))]
 struct Cache {
     ids: [u64; CACHED],
     generations: [u64; CACHED],
     configs: [Option<Arc<Config>>; CACHED],
 }
 
-#[cfg(not(all(tollgate_loom, feature = "loom")))]
+#[cfg(not(tollgate_loom))]
 std::thread_local! {
     /// Mutated only by the holder of `BUSY` on this thread (see `ConfigCell::get`).
     static CACHE: core::cell::UnsafeCell<Cache> = const {
@@ -56,7 +56,7 @@ std::thread_local! {
 pub(crate) enum ConfigRef<'a> {
     /// Points into an `Arc<Config>` of this thread's cache, which stays put while `BUSY`.
     /// The raw pointer also keeps the guard on its thread (`!Send`).
-    #[cfg(not(all(tollgate_loom, feature = "loom")))]
+    #[cfg(not(tollgate_loom))]
     Cached(*const Config, core::marker::PhantomData<&'a ConfigCell>),
     /// A plain `ArcSwap` snapshot.
     Swapped(
@@ -70,7 +70,7 @@ impl core::ops::Deref for ConfigRef<'_> {
     #[inline]
     fn deref(&self) -> &Config {
         match self {
-            #[cfg(not(all(tollgate_loom, feature = "loom")))]
+            #[cfg(not(tollgate_loom))]
             // SAFETY: (1) the pointer came from an `Arc<Config>` held in this thread's cache;
             // (2) that `Arc` is dropped or replaced only by `refresh`, which runs only with
             // `BUSY` taken, and `BUSY` stays taken until this guard is dropped; (3) the guard
@@ -82,7 +82,7 @@ impl core::ops::Deref for ConfigRef<'_> {
     }
 }
 
-#[cfg(not(all(tollgate_loom, feature = "loom")))]
+#[cfg(not(tollgate_loom))]
 impl Drop for ConfigRef<'_> {
     #[inline]
     fn drop(&mut self) {
@@ -131,7 +131,7 @@ impl ConfigCell {
     /// The current config, for the hot path.
     #[inline]
     pub(crate) fn get(&self) -> ConfigRef<'_> {
-        #[cfg(not(all(tollgate_loom, feature = "loom")))]
+        #[cfg(not(tollgate_loom))]
         {
             // Take BUSY; if it was taken (a nested read on this thread), use the swap.
             if let Ok(false) = BUSY.try_with(|b| b.replace(true)) {
@@ -158,7 +158,7 @@ impl ConfigCell {
 
     /// Moves this limiter's entry to the front of the thread's cache, fresh.
     #[cold]
-    #[cfg(not(all(tollgate_loom, feature = "loom")))]
+    #[cfg(not(tollgate_loom))]
     fn refresh(&self, cache: &mut Cache, generation: u64) {
         let i = cache
             .ids

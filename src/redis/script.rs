@@ -1,7 +1,7 @@
 //! Where the Redis backend's state lives: the connection, the decision script, and the keys it
 //! touches. One call is one `EVALSHA`; see `admit.lua` for the arguments and number ranges.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use crate::sync::unmodelled::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::time::Instant;
 
