@@ -10,6 +10,8 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     port: u16,
     child: Option<Child>,
+    /// Killed by the kernel when this process exits (see [`RedisServer::start_tied`]).
+    tied: bool,
 }
 
 impl RedisServer {
@@ -17,7 +19,25 @@ impl RedisServer {
     /// `redis-server` on PATH: the redis tests never pass without a server.
     pub fn start() -> RedisServer {
         let port = free_port();
-        let mut s = RedisServer { port, child: None };
+        let mut s = RedisServer {
+            port,
+            child: None,
+            tied: false,
+        };
+        s.spawn();
+        s
+    }
+
+    /// [`RedisServer::start`] for a process that never drops it (a fuzz target keeps its server
+    /// in a static, and libFuzzer ends by `exit` or, on a crash, `abort`): on Linux the server
+    /// is killed when the thread that started it exits, so start it from the main thread.
+    pub fn start_tied() -> RedisServer {
+        let port = free_port();
+        let mut s = RedisServer {
+            port,
+            child: None,
+            tied: true,
+        };
         s.spawn();
         s
     }
@@ -32,13 +52,27 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
-        let child = Command::new("redis-server")
-            .args(["--port", &self.port.to_string()])
+        let mut cmd = Command::new("redis-server");
+        cmd.args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| missing("redis-server", e));
+            .stderr(Stdio::null());
+        #[cfg(target_os = "linux")]
+        if self.tied {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: the closure runs in the child between fork and exec, where only
+            // async-signal-safe calls are allowed: it makes one system call (prctl), allocates
+            // nothing and touches no lock or state of the parent.
+            unsafe {
+                cmd.pre_exec(|| {
+                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
+                        return Err(std::io::Error::last_os_error());
+                    }
+                    Ok(())
+                });
+            }
+        }
+        let child = cmd.spawn().unwrap_or_else(|e| missing("redis-server", e));
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {

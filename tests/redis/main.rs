@@ -5,6 +5,7 @@
 
 mod acks;
 mod decisions;
+mod differential;
 mod outage;
 #[cfg(feature = "metrics")]
 mod telemetry;

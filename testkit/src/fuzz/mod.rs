@@ -4,5 +4,7 @@
 pub mod admit_sequence;
 pub mod ffi_calls;
 pub mod profile_yaml;
+#[cfg(feature = "redis")]
+pub mod redis_differential;
 pub mod retry_after;
 pub mod snapshot_reader;

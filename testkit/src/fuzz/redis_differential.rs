@@ -1,0 +1,452 @@
+//! The `redis_differential` check (feature `redis`): what `fuzz/fuzz_targets/redis_differential.rs`
+//! runs on every input against one `redis-server` per process, and what
+//! `tests/redis/differential.rs` replays over `fuzz/corpus/redis_differential/`.
+//!
+//! The same random sequence of admits, weighted admits (`n = 0`, mixed, larger than a bucket),
+//! peeks, `admit_all` over several keys, reloads and real sleeps goes to a [`RedisLimiter`] and
+//! to the embedded [`Limiter`], and every decision must be the same, waits to the microsecond.
+//!
+//! The Redis backend decides on the server's clock (`TIME` in the script), so the comparison is
+//! made at the instant the server reports: each traced call returns it, and the embedded limiter
+//! runs on a mock clock set to that instant just before it decides. The sequence of decisions
+//! depends on how fast the machine is; the check does not: whatever instants the server reports,
+//! both sides must agree at them. Where the public API reports no instant, the server's `TIME`
+//! is read before (`a`) and after (`b`) the call:
+//!
+//! - a peek must equal the embedded peek at some microsecond of `[a, b]` (all are tried);
+//! - `admit_all` decides its items one round trip each, at increasing instants in `[a, b]`, and
+//!   gives the charges back on a refusal. Items decided later are admitted at least as readily
+//!   as all at `a`, so an `Ok` at `a` means `Ok`. When no identity appears twice, each item's
+//!   answer depends only on its own instant and gets more permissive with it, so when the
+//!   embedded `admit_all` gives the same index and kind of answer at `a` and at `b`, Redis must
+//!   give it too, with a wait between the two. (With an identity twice, a later item's wait
+//!   shrinks with the time since the earlier item's charge: no bracket fixes it.) The charged
+//!   identities' state then depends on the unknown instants, so after an admission the sequence
+//!   moves to fresh identities (a new generation of names) on both sides.
+//!
+//! Periods are whole microseconds per token (token counts divide 1000, periods are whole
+//! milliseconds) and capacity windows divide a second, with the embedded clock's zero on a whole
+//! second of the server's clock: the resolution and the window grid are then the same on both
+//! sides, and any difference is a divergence. An input ends early (nothing more compared) if the
+//! server's clock steps back or a capacity window ends inside an `admit_all`'s bracket.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tollgate::quanta::{Clock, Mock};
+use tollgate::redis::RedisLimiter;
+use tollgate::{Decision, Key, Limiter, Profile, RouteClass};
+
+use crate::redis_server::{cmd_at, RedisServer};
+
+/// One `redis-server` and a runtime to drive the Redis backend, shared by every input.
+pub struct Harness {
+    server: RedisServer,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Harness {
+    /// Starts the server (killed when this process exits, even by a fuzz crash: see
+    /// [`RedisServer::start_tied`]) and a single-threaded runtime.
+    pub fn start() -> Harness {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("a tokio runtime");
+        Harness {
+            server: RedisServer::start_tied(),
+            rt,
+        }
+    }
+}
+
+/// Token counts that divide 1000: every whole-millisecond period is then whole microseconds per
+/// token, the Redis backend's resolution.
+const TOKENS: [u64; 10] = [1, 2, 4, 5, 8, 10, 20, 25, 40, 50];
+/// Capacity windows (ms) that divide a second, so that both sides' windows start together.
+const WINDOWS: [u64; 7] = [20, 50, 100, 200, 250, 500, 1_000];
+/// Costs for weighted admits: 0, small, around the token counts, and far too large.
+const COSTS: [u32; 12] = [0, 1, 1, 2, 3, 4, 5, 8, 11, 26, 51, u32::MAX];
+const KEYS: [&str; 4] = ["alice", "bob", "carol", "dave"];
+/// At most this many operations per input, and this much real sleep in all.
+const MAX_STEPS: usize = 160;
+const MAX_SLEEP: Duration = Duration::from_millis(40);
+/// The widest `[a, b]` bracket a peek is checked over, microseconds (a stalled machine skips).
+const MAX_BRACKET_US: u64 = 50_000;
+
+/// (burst tokens, burst ms, sustained tokens, sustained ms)
+type Spec = (u64, u64, u64, u64);
+
+struct Bytes<'a>(&'a [u8]);
+
+impl Bytes<'_> {
+    fn u8(&mut self) -> u8 {
+        match self.0.split_first() {
+            Some((b, rest)) => {
+                self.0 = rest;
+                *b
+            }
+            None => 0,
+        }
+    }
+    fn u16(&mut self) -> u16 {
+        u16::from_le_bytes([self.u8(), self.u8()])
+    }
+    fn spec(&mut self) -> Spec {
+        (
+            TOKENS[usize::from(self.u8()) % TOKENS.len()],
+            1 + u64::from(self.u8()),
+            TOKENS[usize::from(self.u8()) % TOKENS.len()],
+            1 + u64::from(self.u16() % 2_000),
+        )
+    }
+}
+
+fn yaml(specs: &[Spec; 2], capacity: Option<(u64, u64)>) -> String {
+    let mut src = String::from(
+        "name: diff\nidentities: { capacity: 4096, tenant_share: 1.0 }\nroute_classes:\n",
+    );
+    for (i, (bt, bp, st, sp)) in specs.iter().enumerate() {
+        src += &format!(
+            "  c{i}:\n    burst: {{ tokens: {bt}, per: {bp}ms }}\n    sustained: {{ tokens: {st}, per: {sp}ms }}\n"
+        );
+    }
+    if let Some((window, slots)) = capacity {
+        src += &format!(
+            "shared_capacity: {{ shards: 1, window: {window}ms, slots_per_window: {slots}, tenant_share: 1.0 }}\n"
+        );
+    }
+    src
+}
+
+/// Both backends, the embedded one's mock clock, and where that clock stands.
+struct Pair {
+    redis: RedisLimiter,
+    embedded: Limiter,
+    mock: Arc<Mock>,
+    port: u16,
+    /// The server time (us) that is the embedded clock's zero: a whole second.
+    zero: u64,
+    /// The embedded clock, microseconds after `zero`.
+    at: u64,
+    classes: [RouteClass; 2],
+    /// Capacity window (us), if any.
+    window: Option<u64>,
+}
+
+/// Why an input stops early without a verdict.
+struct Stop;
+
+impl Pair {
+    /// The server's clock, us since the Unix epoch.
+    fn server_time(&self) -> u64 {
+        let t = cmd_at(self.port, &["TIME"]).expect("redis TIME");
+        let mut parts = t.lines().map(|p| p.parse::<u64>().expect("TIME digits"));
+        let (s, us) = (parts.next().unwrap(), parts.next().unwrap());
+        s * 1_000_000 + us
+    }
+
+    /// Moves the embedded clock to server time `t`; `Stop` if that is behind it (the server's
+    /// clock stepped back: the two can no longer be compared).
+    fn set(&mut self, t: u64) -> Result<(), Stop> {
+        let rel = t.checked_sub(self.zero).ok_or(Stop)?;
+        if rel < self.at {
+            return Err(Stop);
+        }
+        self.mock.increment((rel - self.at) * 1_000);
+        self.at = rel;
+        Ok(())
+    }
+
+    /// The embedded clock at `t` (us after zero), backwards too: only for peeks.
+    fn seek(&mut self, rel: u64) {
+        if rel >= self.at {
+            self.mock.increment((rel - self.at) * 1_000);
+        } else {
+            self.mock.decrement((self.at - rel) * 1_000);
+        }
+        self.at = rel;
+    }
+
+    fn key<'a>(&self, name: &'a str, c: usize) -> Key<'a> {
+        Key::authenticated("acme", name, self.classes[c]).unwrap()
+    }
+}
+
+/// What one or more inputs compared, so that a replay can show it was not vacuous.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Compared {
+    /// Single decisions (`admit`, `admit_n`) compared exactly, by outcome (`Outcome::index`).
+    pub decisions: [u64; tollgate::Outcome::COUNT],
+    /// Peeks found equal to the embedded peek at an instant of their bracket.
+    pub peeks: u64,
+    /// `admit_all` calls whose bracket fixed the answer (checked), and those it did not.
+    pub admit_all_checked: u64,
+    pub admit_all_open: u64,
+    /// Reloads applied on both sides.
+    pub reloads: u64,
+    /// Inputs that ended early (the server's clock stepped back, or a window ended inside an
+    /// `admit_all`).
+    pub stopped: u64,
+}
+
+/// Runs one input against the harness's server; panics on a divergence.
+pub fn check(h: &Harness, data: &[u8]) {
+    check_counted(h, data, &mut Compared::default());
+}
+
+/// [`check`], adding what it compared to `seen`.
+pub fn check_counted(h: &Harness, data: &[u8], seen: &mut Compared) {
+    h.rt.block_on(run(h, data, seen));
+}
+
+async fn run(h: &Harness, data: &[u8], seen: &mut Compared) {
+    let mut b = Bytes(data);
+    let flags = b.u8();
+    let mut specs = [b.spec(), b.spec()];
+    let capacity = (flags & 1 == 1).then(|| {
+        (
+            WINDOWS[usize::from(b.u8()) % WINDOWS.len()],
+            1 + u64::from(b.u8() % 40),
+        )
+    });
+    let Ok(profile) = Profile::from_yaml(&yaml(&specs, capacity)) else {
+        return;
+    };
+    h.server.cmd(&["FLUSHDB"]);
+    let mut redis_profile = profile.clone();
+    // Decisions, not timeouts, are under test: a loaded machine must not turn into a 503.
+    redis_profile.store.timeout = tollgate::profile::Period::from_secs(10).unwrap();
+    let redis = RedisLimiter::builder(&h.server.url(), redis_profile.clone())
+        .key_secret(b"fuzz")
+        .connect()
+        .await
+        .expect("connect to the harness's redis-server");
+    let (clock, mock) = Clock::mock();
+    let embedded = Limiter::builder(profile)
+        .clock(clock)
+        .key_secret(b"fuzz")
+        .build()
+        .expect("a 4096-slot table");
+    let classes = [
+        redis.route_class("c0").unwrap(),
+        redis.route_class("c1").unwrap(),
+    ];
+    assert_eq!(classes[1], embedded.route_class("c1").unwrap());
+    let mut p = Pair {
+        redis,
+        embedded,
+        mock,
+        port: h.server.port(),
+        zero: 0,
+        at: 0,
+        classes,
+        window: capacity.map(|(w, _)| w * 1_000),
+    };
+    p.zero = p.server_time() / 1_000_000 * 1_000_000;
+    if steps(&mut p, &mut b, &mut specs, capacity, redis_profile, seen)
+        .await
+        .is_err()
+    {
+        seen.stopped += 1;
+    }
+}
+
+async fn steps(
+    p: &mut Pair,
+    b: &mut Bytes<'_>,
+    specs: &mut [Spec; 2],
+    capacity: Option<(u64, u64)>,
+    mut redis_profile: Profile,
+    seen: &mut Compared,
+) -> Result<(), Stop> {
+    let mut slept = Duration::ZERO;
+    // Names of the current generation: moved on after an `admit_all` charged.
+    let mut generation = 0u32;
+    let name = |k: usize, g: u32| format!("{}-{g}", KEYS[k]);
+    for _ in 0..MAX_STEPS {
+        if b.0.is_empty() {
+            break;
+        }
+        let op = b.u8();
+        let (k, c) = (usize::from(op >> 3) % KEYS.len(), usize::from(op >> 5) % 2);
+        match op % 8 {
+            // A real clock move: up to 25.5 ms, in steps of 100 us.
+            0 => {
+                let d = Duration::from_micros(u64::from(b.u8()) * 100);
+                if slept + d <= MAX_SLEEP {
+                    slept += d;
+                    std::thread::sleep(d);
+                }
+            }
+            1 | 2 => {
+                let who = name(k, generation);
+                let (verdict, now) = p.redis.evaluate_traced(&p.key(&who, c)).await;
+                let now = now.unwrap_or_else(|| panic!("no server time: {verdict:?}"));
+                p.set(now)?;
+                let want = p.embedded.admit(&p.key(&who, c));
+                assert_eq!(
+                    verdict.decision, want,
+                    "admit {who} c{c} at server time {now} us (embedded {} us), specs {specs:?}, capacity {capacity:?}",
+                    p.at
+                );
+                seen.decisions[want.outcome().index()] += 1;
+            }
+            3 | 4 => {
+                let n = COSTS[usize::from(b.u8()) % COSTS.len()];
+                let who = name(k, generation);
+                let (verdict, now) = p.redis.evaluate_n_traced(&p.key(&who, c), n).await;
+                match now {
+                    Some(now) => p.set(now)?,
+                    None => assert!(
+                        matches!(verdict.decision, Decision::Exceeds { .. }),
+                        "no server time for {verdict:?}"
+                    ),
+                }
+                let want = p.embedded.admit_n(&p.key(&who, c), n);
+                assert_eq!(
+                    verdict.decision, want,
+                    "admit_n {who} c{c} n {n} at server time {now:?} us (embedded {} us), specs {specs:?}, capacity {capacity:?}",
+                    p.at
+                );
+                seen.decisions[want.outcome().index()] += 1;
+            }
+            5 => {
+                let who = name(k, generation);
+                let a = p.server_time();
+                let got = p.redis.peek(&p.key(&who, c)).await;
+                let z = p.server_time();
+                p.set(a)?;
+                let (lo, hi) = (p.at, z.checked_sub(p.zero).ok_or(Stop)?);
+                if hi < lo {
+                    return Err(Stop);
+                }
+                if hi - lo <= MAX_BRACKET_US {
+                    let matched = (lo..=hi).find(|&t| {
+                        p.seek(t);
+                        p.embedded.peek(&p.key(&who, c)) == got
+                    });
+                    p.seek(lo);
+                    let at_lo = p.embedded.peek(&p.key(&who, c));
+                    p.seek(hi);
+                    let at_hi = p.embedded.peek(&p.key(&who, c));
+                    assert!(
+                        matched.is_some(),
+                        "peek {who} c{c}: redis {got:?} between server times {a} and {z} us; \
+                         embedded {at_lo:?} at the start, {at_hi:?} at the end; specs {specs:?}, capacity {capacity:?}"
+                    );
+                    seen.peeks += 1;
+                }
+                p.set(z)?;
+            }
+            6 => {
+                let count = 1 + usize::from(b.u8() % 4);
+                let mut items = Vec::with_capacity(count);
+                for _ in 0..count {
+                    let x = b.u8();
+                    let n = COSTS[usize::from(x >> 3) % COSTS.len()];
+                    items.push((
+                        name(usize::from(x) % 4, generation),
+                        usize::from(x >> 2) % 2,
+                        n,
+                    ));
+                }
+                let keys = |p: &Pair| {
+                    items
+                        .iter()
+                        .map(|(w, c, n)| (p.key(w, *c), *n))
+                        .collect::<Vec<_>>()
+                };
+                // With an identity twice, a later item's wait depends on how long after the
+                // earlier one's charge it was decided: no bracket fixes a refusal then.
+                let distinct = (0..items.len()).all(|i| {
+                    (0..i).all(|j| (&items[i].0, items[i].1) != (&items[j].0, items[j].1))
+                });
+                let a = p.server_time();
+                let got = p.redis.admit_all(&keys(p)).await;
+                let z = p.server_time();
+                if let Some(w) = p.window {
+                    if a / w != z / w {
+                        return Err(Stop);
+                    }
+                }
+                p.set(a)?;
+                let at_a = p.embedded.admit_all(&keys(p));
+                p.set(z)?;
+                let what = format!(
+                    "admit_all {items:?} between server times {a} and {z} us: redis {got:?}, \
+                     embedded {at_a:?} at the start; specs {specs:?}, capacity {capacity:?}"
+                );
+                let embedded_ok = match at_a {
+                    Ok(()) => {
+                        assert!(got.is_ok(), "{what}");
+                        seen.admit_all_checked += 1;
+                        true
+                    }
+                    Err(ea) => match p.embedded.admit_all(&keys(p)) {
+                        Err(ez)
+                            if distinct
+                                && (ea.index, ea.decision.outcome())
+                                    == (ez.index, ez.decision.outcome()) =>
+                        {
+                            let g = got.as_ref().err().unwrap_or_else(|| panic!("{what}"));
+                            assert_eq!(
+                                (g.index, g.decision.outcome()),
+                                (ea.index, ea.decision.outcome()),
+                                "{what}; embedded {ez:?} at the end"
+                            );
+                            let waits = (
+                                g.decision.retry_after(),
+                                ea.decision.retry_after(),
+                                ez.decision.retry_after(),
+                            );
+                            assert!(
+                                match waits {
+                                    (None, None, None) => true,
+                                    (Some(g), Some(a), Some(z)) => z <= g && g <= a,
+                                    _ => false,
+                                },
+                                "{what}; embedded {ez:?} at the end"
+                            );
+                            seen.admit_all_checked += 1;
+                            false
+                        }
+                        at_z => {
+                            seen.admit_all_open += 1;
+                            at_z.is_ok()
+                        }
+                    },
+                };
+                if embedded_ok || got.is_ok() {
+                    // The charged state depends on instants the server did not report.
+                    if capacity.is_some() && embedded_ok != got.is_ok() {
+                        return Err(Stop);
+                    }
+                    generation += 1;
+                }
+            }
+            _ => {
+                let new = b.spec();
+                let mut next = *specs;
+                next[c] = new;
+                let Ok(profile) = Profile::from_yaml(&yaml(&next, capacity)) else {
+                    continue;
+                };
+                let mut rp = profile.clone();
+                rp.store = redis_profile.store;
+                let (r, e) = (p.redis.reload(rp.clone()), p.embedded.reload(profile));
+                assert_eq!(
+                    r.is_ok(),
+                    e.is_ok(),
+                    "reload to {next:?}: redis {r:?}, embedded {e:?}"
+                );
+                if r.is_ok() {
+                    seen.reloads += 1;
+                    *specs = next;
+                    redis_profile = rp;
+                }
+            }
+        }
+    }
+    Ok(())
+}
