@@ -1,20 +1,23 @@
-//! Where the Redis backend's state lives: the connection, the decision script, and the keys it
-//! touches. One call is one `EVALSHA`; see `admit.lua` for the arguments and number ranges.
+//! Where the Redis backend's state lives: the connection, the decision program, and the keys
+//! it touches. One call is one `FCALL` of a Redis function (Redis 7 and later) or, on older
+//! servers, one `EVALSHA` of the same code; see `admit.lua` for the arguments and number
+//! ranges.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::time::Instant;
 
 use ::redis::aio::ConnectionManager;
-use ::redis::Script;
+use ::redis::{Cmd, ErrorKind, RedisError, Script};
 
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Outcome};
 use crate::identity::{Digest, Key};
 use crate::published::PublishedBucket;
 
-/// The decision script; see its header for the arguments and the number ranges.
-const SCRIPT: &str = include_str!("admit.lua");
+/// The decision code; see its header for the arguments and the number ranges. It defines
+/// `admit` and leaves registering or calling it to the two wrappers below.
+const BODY: &str = include_str!("admit.lua");
 
 /// What the script replied: ([`Outcome::index`] or [`EXPIRED`], wait in us, server time in us
 /// since the Unix epoch).
@@ -24,10 +27,101 @@ type ScriptReply = (u8, u64, u64);
 /// charged (the caller has already been answered 503).
 const EXPIRED: u8 = 255;
 
-/// The store: one connection (re-established in the background) and the loaded script.
+/// Why a call to the store gave no decision (all of them fail closed); the label of
+/// `tollgate_store_errors_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// No answer within the profile's `store.timeout`.
+    Timeout,
+    /// Connecting, a dropped connection, or an I/O error.
+    Connection,
+    /// The server ran the code and it failed, or refused it (OOM, read-only replica, busy).
+    Script,
+    /// An answer that is not the script's reply.
+    Reply,
+    /// The call reached the server past its deadline and charged nothing.
+    Expired,
+}
+
+impl Failure {
+    /// The metric label.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timeout",
+            Failure::Connection => "connection",
+            Failure::Script => "script",
+            Failure::Reply => "reply",
+            Failure::Expired => "expired",
+        }
+    }
+
+    fn of(e: &RedisError) -> Failure {
+        if e.is_timeout() {
+            Failure::Timeout
+        } else if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_unrecoverable_error()
+        {
+            Failure::Connection
+        } else if matches!(e.kind(), ErrorKind::UnexpectedReturnType | ErrorKind::Parse) {
+            Failure::Reply
+        } else {
+            Failure::Script
+        }
+    }
+}
+
+/// How the decision code is called: a Redis function (the class constants are parsed once per
+/// server and cached between calls, and no script cache lookup) or, where the server has no
+/// functions, a script by its SHA.
+enum Program {
+    Function {
+        /// `tollgate_<12 hex digits of the code's SHA-1>`: one name per version of the code, so
+        /// workers of two versions never replace each other's.
+        name: String,
+        library: String,
+    },
+    Script(Script),
+}
+
+impl Program {
+    /// The function library made of `BODY`.
+    fn function() -> Program {
+        let hash = Script::new(BODY).get_hash().to_owned();
+        let name = format!("tollgate_{}", &hash[..12]);
+        let library =
+            format!("#!lua name={name}\n{BODY}\nredis.register_function('{name}', admit)\n");
+        Program::Function { name, library }
+    }
+
+    /// The script made of `BODY`, for servers without functions.
+    fn script() -> Program {
+        Program::Script(Script::new(&format!("{BODY}\nreturn admit(KEYS, ARGV)\n")))
+    }
+}
+
+/// `FUNCTION LOAD`: Ok if the library is (now) there, `Ok(false)` if the server has no
+/// functions (before Redis 7).
+async fn load_library(conn: &mut ConnectionManager, library: &str) -> Result<bool, RedisError> {
+    let loaded: Result<String, RedisError> = ::redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library)
+        .query_async(conn)
+        .await;
+    match loaded {
+        Ok(_) => Ok(true),
+        Err(e) if e.to_string().contains("already exists") => Ok(true),
+        Err(e) if e.to_string().to_ascii_lowercase().contains("unknown") => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The store: one connection (re-established in the background) and the loaded program.
 pub(super) struct Store {
     conn: ConnectionManager,
-    script: Script,
+    program: Program,
     pub(super) prefix: Box<str>,
     margin_ms: u64,
     /// The server's clock against ours, for the deadline a charging call carries.
@@ -47,7 +141,6 @@ struct ServerClock {
     /// The estimate; 0 until the first sample (then no deadline is sent).
     offset: AtomicU64,
 }
-
 impl ServerClock {
     fn local_micros(&self) -> u64 {
         self.base.elapsed().as_micros() as u64
@@ -87,14 +180,22 @@ impl ServerClock {
 }
 
 impl Store {
-    /// Loads the script on `conn`.
+    /// Loads the decision code on `conn`: as a function library, or as a script where the server
+    /// has no functions.
     pub(super) async fn new(
         mut conn: ConnectionManager,
         prefix: String,
         margin: Duration,
-    ) -> Result<Store, ::redis::RedisError> {
-        let script = Script::new(SCRIPT);
-        script.prepare_invoke().load_async(&mut conn).await?;
+    ) -> Result<Store, RedisError> {
+        let mut program = Program::function();
+        if let Program::Function { library, .. } = &program {
+            if !load_library(&mut conn, library).await? {
+                program = Program::script();
+            }
+        }
+        if let Program::Script(script) = &program {
+            script.prepare_invoke().load_async(&mut conn).await?;
+        }
         let clock = ServerClock {
             base: Instant::now(),
             offset: AtomicU64::new(0),
@@ -105,28 +206,26 @@ impl Store {
         clock.observe(secs * 1_000_000 + micros, sent, clock.local_micros());
         Ok(Store {
             conn,
-            script,
+            program,
             prefix: prefix.into(),
             margin_ms: margin.as_millis() as u64,
             clock,
         })
     }
 
-    /// One `EVALSHA`, bounded by the profile's `store.timeout`: the decision and the server
-    /// time it was made at, or a fail-closed refusal and `None` on any failure. A charging call
-    /// carries its deadline on the server's clock (see [`ServerClock`]): the script charges
-    /// nothing past it, so a call this side gave up on (503) is never charged later.
-    pub(super) async fn call(
+    /// The keys and arguments of one decision (see `admit.lua`): `n` tokens to charge (0 for a
+    /// peek) and the deadline.
+    fn words(
         &self,
         cfg: &Config,
         key: &Key<'_>,
         digest: Digest,
         tenant: Digest,
-        charge: bool,
-    ) -> (Decision, Option<u64>) {
+        n: u32,
+        deadline: u64,
+    ) -> (Vec<String>, Vec<String>) {
         let class = &cfg.published.route_classes[key.class.0 as usize];
         let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
-        let mut inv = self.script.prepare_invoke();
         let capacity = cfg.capacity.as_ref();
         let (shard, cap) = match capacity {
             Some(c) => {
@@ -137,27 +236,38 @@ impl Store {
             None => (tenant.hi >> 50, 0),
         };
         let prefix = &self.prefix;
-        inv.key(format!(
+        let (window, slots) = capacity.map_or((0, 0), |c| c.window_micros());
+        let mut keys = vec![format!(
             "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
             digest.hi, digest.lo
-        ));
-        let (window, slots) = capacity.map_or((0, 0), |c| c.window_micros());
+        )];
+        let mut args = vec![
+            format!(
+                "{bt} {btau} {st} {stau} {} {window} {slots} {cap}",
+                self.margin_ms
+            ),
+            n.to_string(),
+            deadline.to_string(),
+        ];
         if capacity.is_some() {
-            inv.key(format!(
-                "{prefix}:{{{shard}}}:t:{:016x}{:016x}",
-                tenant.hi, tenant.lo
-            ))
-            .key(format!("{prefix}:{{{shard}}}:s"));
+            keys.push(format!("{prefix}:{{{shard}}}:c"));
+            args.push(format!("{:016x}{:016x}", tenant.hi, tenant.lo));
         }
-        inv.arg(if charge { "1" } else { "0" })
-            .arg(bt)
-            .arg(btau)
-            .arg(st)
-            .arg(stau)
-            .arg(window)
-            .arg(slots)
-            .arg(cap)
-            .arg(self.margin_ms);
+        (keys, args)
+    }
+
+    /// One decision, bounded by the profile's `store.timeout`: the decision and the server time
+    /// it was made at, or why there is none (the caller fails closed). A charging call carries
+    /// its deadline on the server's clock (see [`ServerClock`]): the code charges nothing past
+    /// it, so a call this side gave up on (503) is never charged later.
+    pub(super) async fn call(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        digest: Digest,
+        tenant: Digest,
+        charge: bool,
+    ) -> Result<(Decision, u64), Failure> {
         // Taken before the timeout starts: the caller gives up no earlier than this plus it.
         let sent = self.clock.local_micros();
         let deadline = if charge {
@@ -165,17 +275,72 @@ impl Store {
         } else {
             0
         };
-        inv.arg(deadline);
-        let mut conn = self.conn.clone();
-        let reply = inv.invoke_async::<ScriptReply>(&mut conn);
+        let (keys, args) = self.words(cfg, key, digest, tenant, u32::from(charge), deadline);
+        let reply = self.run(&keys, &args);
         match tokio::time::timeout(cfg.store_timeout, reply).await {
             Ok(Ok((outcome, wait, now))) => {
                 self.clock.observe(now, sent, self.clock.local_micros());
-                (script_decision(outcome, wait), Some(now))
+                script_decision(outcome, wait).map(|d| (d, now))
             }
-            _ => (STORE_UNAVAILABLE, None),
+            Ok(Err(e)) => Err(Failure::of(&e)),
+            Err(_) => Err(Failure::Timeout),
         }
     }
+
+    /// `FCALL` (loading the library again if the server lost it: a restart without persistence,
+    /// `FUNCTION FLUSH`) or `EVALSHA` (the client loads the script on `NOSCRIPT`).
+    async fn run(&self, keys: &[String], args: &[String]) -> Result<ScriptReply, RedisError> {
+        let mut conn = self.conn.clone();
+        match &self.program {
+            Program::Function { name, library } => {
+                let fcall = fcall(name, keys, args);
+                match fcall.query_async(&mut conn).await {
+                    // Not found: nothing ran, so calling again cannot charge twice.
+                    Err(e) if e.to_string().contains("Function not found") => {
+                        load_library(&mut conn, library).await?;
+                        fcall.query_async(&mut conn).await
+                    }
+                    r => r,
+                }
+            }
+            Program::Script(script) => {
+                let mut inv = script.prepare_invoke();
+                for k in keys {
+                    inv.key(k);
+                }
+                for a in args {
+                    inv.arg(a);
+                }
+                inv.invoke_async(&mut conn).await
+            }
+        }
+    }
+
+    /// The command one decision sends, as words (`FCALL name numkeys keys.. args..` or
+    /// `EVALSHA sha numkeys ..`), for benchmarks that replay it with `redis-benchmark`.
+    pub(super) fn command(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        digest: Digest,
+        tenant: Digest,
+    ) -> Vec<String> {
+        let (keys, args) = self.words(cfg, key, digest, tenant, 1, 0);
+        let (verb, target) = match &self.program {
+            Program::Function { name, .. } => ("FCALL", name.clone()),
+            Program::Script(s) => ("EVALSHA", s.get_hash().to_owned()),
+        };
+        let mut words = vec![verb.to_owned(), target, keys.len().to_string()];
+        words.extend(keys);
+        words.extend(args);
+        words
+    }
+}
+
+fn fcall(name: &str, keys: &[String], args: &[String]) -> Cmd {
+    let mut c = ::redis::cmd("FCALL");
+    c.arg(name).arg(keys.len()).arg(keys).arg(args);
+    c
 }
 
 /// A bucket as the script takes it: emission interval `t` and tolerance `tau`, in microseconds
@@ -185,17 +350,12 @@ fn micros(b: &PublishedBucket) -> [u64; 2] {
     [t, t * b.tokens]
 }
 
-const STORE_UNAVAILABLE: Decision = Decision::Unavailable {
-    retry_after: None,
-    cause: Cause::StoreUnavailable,
-};
-
 /// The script's reply as a decision: the outcome it numbered (the script refuses only for
-/// buckets and shared capacity, so a reply naming anything else, or nothing, fails closed;
-/// [`EXPIRED`], a call that reached the script past its deadline, does too).
-fn script_decision(outcome: u8, wait_us: u64) -> Decision {
+/// buckets and shared capacity, so a reply naming anything else fails closed; [`EXPIRED`], a
+/// call that reached the script past its deadline, does too).
+fn script_decision(outcome: u8, wait_us: u64) -> Result<Decision, Failure> {
     if outcome == EXPIRED {
-        return STORE_UNAVAILABLE;
+        return Err(Failure::Expired);
     }
     let wait = Some(Duration::from_micros(wait_us));
     match Outcome::from_index(outcome.into()) {
@@ -205,10 +365,16 @@ fn script_decision(outcome: u8, wait_us: u64) -> Decision {
             | Outcome::ThrottledSustained
             | Outcome::TenantShare
             | Outcome::ShardFull),
-        ) => o.decision(wait),
-        _ => STORE_UNAVAILABLE,
+        ) => Ok(o.decision(wait)),
+        _ => Err(Failure::Reply),
     }
 }
+
+/// What every failure decides: fail closed, no wait.
+pub(super) const STORE_UNAVAILABLE: Decision = Decision::Unavailable {
+    retry_after: None,
+    cause: Cause::StoreUnavailable,
+};
 
 #[cfg(test)]
 mod tests {
@@ -256,7 +422,8 @@ mod tests {
 
     #[test]
     fn expired_fails_closed() {
-        assert_eq!(script_decision(EXPIRED, 0), STORE_UNAVAILABLE);
-        assert_eq!(script_decision(0, 0), Decision::Admit);
+        assert_eq!(script_decision(EXPIRED, 0), Err(Failure::Expired));
+        assert_eq!(script_decision(0, 0), Ok(Decision::Admit));
+        assert_eq!(script_decision(7, 0), Err(Failure::Reply));
     }
 }

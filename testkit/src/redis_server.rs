@@ -10,17 +10,27 @@ use std::time::{Duration, Instant};
 pub struct RedisServer {
     port: u16,
     child: Option<Child>,
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server on a free port. Panics, saying how to install it, if there is no
     /// `redis-server` on PATH: the redis tests never pass without a server.
     pub fn start() -> RedisServer {
+        RedisServer::start_with(&[])
+    }
+
+    /// [`RedisServer::start`] with more command-line arguments (e.g. `--loadmodule PATH`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
         let port = TcpListener::bind("127.0.0.1:0")
             .and_then(|l| l.local_addr())
             .expect("a free loopback port")
             .port();
-        let mut s = RedisServer { port, child: None };
+        let mut s = RedisServer {
+            port,
+            child: None,
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+        };
         s.spawn();
         s
     }
@@ -38,6 +48,7 @@ impl RedisServer {
         let child = Command::new("redis-server")
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
