@@ -9,7 +9,7 @@ use crate::decision::Decision;
 use crate::decision::Remaining;
 use crate::engine::Verdict;
 use crate::identity::{Key, RouteClass};
-use crate::limiter::Limiter;
+use crate::limiter::{Limiter, Refused};
 use crate::profile::Profile;
 
 /// An admission engine: resolve a route class once, then decide each request.
@@ -32,6 +32,18 @@ pub trait Admission: Send + Sync + 'static {
     }
     /// Decides one request and charges it if admitted.
     fn admit(&self, key: &Key<'_>) -> impl Future<Output = Decision> + Send;
+    /// Decides one request of weighted cost `n` and charges it if admitted: `n` tokens of both
+    /// buckets and `n` shard slots, all or nothing. `n = 0` checks without charging; a cost
+    /// larger than a bucket holds is [`Decision::Exceeds`]. See [`Limiter::admit_n`].
+    fn admit_n(&self, key: &Key<'_>, n: u32) -> impl Future<Output = Decision> + Send;
+    /// Admits every `(key, n)` in order, or none: at the first refusal, what the items before
+    /// it were charged is given back exactly. See [`Limiter::admit_all`]. Required rather than
+    /// provided: giving back exactly needs what the backend recorded of each charge (the
+    /// capacity window it was counted in), which [`Admission::admit_n`] does not return.
+    fn admit_all(
+        &self,
+        items: &[(Key<'_>, u32)],
+    ) -> impl Future<Output = Result<(), Refused>> + Send;
     /// [`Admission::admit`], also telling what the profile computed when shadow mode let a
     /// refused request through. The default is for backends without shadow mode.
     fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
@@ -98,6 +110,16 @@ impl Admission for Limiter {
     fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
         core::future::ready(Limiter::evaluate(self, key))
     }
+    #[inline]
+    fn admit_n(&self, key: &Key<'_>, n: u32) -> impl Future<Output = Decision> + Send {
+        core::future::ready(Limiter::admit_n(self, key, n))
+    }
+    fn admit_all(
+        &self,
+        items: &[(Key<'_>, u32)],
+    ) -> impl Future<Output = Result<(), Refused>> + Send {
+        core::future::ready(Limiter::admit_all(self, items))
+    }
     fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Option<Remaining>> + Send {
         core::future::ready(Some(Limiter::remaining(self, key)))
     }
@@ -129,6 +151,16 @@ impl<T: Admission> Admission for Arc<T> {
     #[inline]
     fn evaluate(&self, key: &Key<'_>) -> impl Future<Output = Verdict> + Send {
         (**self).evaluate(key)
+    }
+    #[inline]
+    fn admit_n(&self, key: &Key<'_>, n: u32) -> impl Future<Output = Decision> + Send {
+        (**self).admit_n(key, n)
+    }
+    fn admit_all(
+        &self,
+        items: &[(Key<'_>, u32)],
+    ) -> impl Future<Output = Result<(), Refused>> + Send {
+        (**self).admit_all(items)
     }
     fn remaining(&self, key: &Key<'_>) -> impl Future<Output = Option<Remaining>> + Send {
         (**self).remaining(key)

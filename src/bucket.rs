@@ -8,6 +8,11 @@
 //! exactly full. Rounding `t` up to a whole nanosecond makes the rate at most `tokens / per`
 //! (never more), so for every interval `[t0, t1]` admissions are at most
 //! `tokens + floor((t1 - t0) / t) <= tokens + floor((t1 - t0) * tokens / per)`.
+//!
+//! A weighted request of `n` tokens costs `n * t` ns: it fits if
+//! `max(tat, now) + n * t <= now + tau`, so a cost of more than `tokens` (`n * t > tau`) never
+//! fits, and is refused apart ([`Limits::cost`]) instead of with a wait that would never come.
+//! The bound above holds with admissions counted in tokens.
 
 use core::time::Duration;
 
@@ -37,10 +42,21 @@ impl Rate {
         Rate { t, tau: t * tokens }
     }
 
-    /// The TAT after one more request at `now`, or the wait until that request would fit.
+    /// The cost of `n` tokens in ns (`n * t`), or `None` if the bucket can never hold it
+    /// (`n > tokens`; `n * t` is computed without overflow, checked).
     #[inline]
-    pub(crate) fn charge(self, tat: u64, now: u64) -> Result<u64, u64> {
-        let next = tat.max(now) + self.t;
+    pub(crate) fn cost(self, n: u32) -> Option<u64> {
+        u64::from(n)
+            .checked_mul(self.t)
+            .filter(|&cost| cost <= self.tau)
+    }
+
+    /// The TAT after one more request of `cost` ns (at most `tau`: see [`Rate::cost`]) at
+    /// `now`, or the wait until that request would fit.
+    #[inline]
+    pub(crate) fn charge(self, tat: u64, now: u64, cost: u64) -> Result<u64, u64> {
+        debug_assert!(cost <= self.tau);
+        let next = tat.max(now) + cost;
         let limit = now + self.tau;
         if next <= limit {
             Ok(next)
@@ -54,6 +70,26 @@ impl Rate {
     pub(crate) fn remaining(self, tat: u64, now: u64) -> u64 {
         let debt = tat.saturating_sub(now).min(self.tau);
         (self.tau - debt) / self.t
+    }
+}
+
+/// What one request costs each bucket, in nanoseconds of credit: `n * t` of each.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Cost {
+    pub(crate) burst: u64,
+    pub(crate) sustained: u64,
+}
+
+impl Cost {
+    /// Gives back what a charge of this cost took (when shared capacity, or another key of the
+    /// same request, then refused). Exact: the charge moved each TAT to `max(tat, now) + cost`
+    /// and this moves it back by the cost; charges by other requests in between commute with it.
+    #[inline]
+    pub(crate) fn refund(self, tats: Tats) -> Tats {
+        Tats {
+            burst: tats.burst.saturating_sub(self.burst),
+            sustained: tats.sustained.saturating_sub(self.sustained),
+        }
     }
 }
 
@@ -108,25 +144,40 @@ impl Short {
 }
 
 impl Limits {
-    /// Gives back the token an admit took (when shared capacity then refused). Exact: the
-    /// charge moved each TAT to `max(tat, now) + t` and this moves it back by `t`; charges by
-    /// other requests in between commute with it.
+    /// One token of each bucket: what [`Limiter::admit`](crate::Limiter::admit) charges.
     #[inline]
-    pub(crate) fn refund(self, tats: Tats) -> Tats {
-        Tats {
-            burst: tats.burst.saturating_sub(self.burst.t),
-            sustained: tats.sustained.saturating_sub(self.sustained.t),
+    pub(crate) fn unit(self) -> Cost {
+        Cost {
+            burst: self.burst.t,
+            sustained: self.sustained.t,
         }
     }
 
-    /// Charges one token to both buckets, or neither: a request fits only if both have a token.
+    /// `n` tokens of each bucket, or the bucket that can never hold `n` (where both are too
+    /// small, the one with fewer tokens: it bounds the largest cost the class admits).
+    #[inline]
+    pub(crate) fn cost(self, n: u32) -> Result<Cost, BucketKind> {
+        match (self.burst.cost(n), self.sustained.cost(n)) {
+            (Some(burst), Some(sustained)) => Ok(Cost { burst, sustained }),
+            (None, Some(_)) => Err(BucketKind::Burst),
+            (Some(_), None) => Err(BucketKind::Sustained),
+            (None, None)
+                if self.burst.tau / self.burst.t <= self.sustained.tau / self.sustained.t =>
+            {
+                Err(BucketKind::Burst)
+            }
+            (None, None) => Err(BucketKind::Sustained),
+        }
+    }
+
+    /// Charges `cost` to both buckets, or neither: a request fits only if both hold it.
     /// The wait is the longest of the buckets that are short (a tie names `Sustained`, the one
     /// that will stay short longer once the burst refills).
     #[inline]
-    pub(crate) fn charge(self, tats: Tats, now: u64) -> Result<Tats, Short> {
+    pub(crate) fn charge(self, tats: Tats, now: u64, cost: Cost) -> Result<Tats, Short> {
         match (
-            self.burst.charge(tats.burst, now),
-            self.sustained.charge(tats.sustained, now),
+            self.burst.charge(tats.burst, now, cost.burst),
+            self.sustained.charge(tats.sustained, now, cost.sustained),
         ) {
             (Ok(burst), Ok(sustained)) => Ok(Tats { burst, sustained }),
             (Err(wait), Ok(_)) => Err(Short {
@@ -158,14 +209,14 @@ mod tests {
         let r = Rate::new(3, 3_000); // one token per 1000 ns
         let mut tat = 0;
         for _ in 0..3 {
-            tat = r.charge(tat, 0).unwrap();
+            tat = r.charge(tat, 0, r.t).unwrap();
         }
-        assert_eq!(r.charge(tat, 0), Err(1_000));
-        assert_eq!(r.charge(tat, 999), Err(1));
+        assert_eq!(r.charge(tat, 0, r.t), Err(1_000));
+        assert_eq!(r.charge(tat, 999, r.t), Err(1));
         assert_eq!(r.remaining(tat, 999), 0);
         assert_eq!(r.remaining(tat, 1_000), 1);
         assert_eq!(r.remaining(tat, 10_000), 3);
-        assert!(r.charge(tat, 1_000).is_ok());
+        assert!(r.charge(tat, 1_000, r.t).is_ok());
     }
 
     #[test]
@@ -181,26 +232,108 @@ mod tests {
             sustained: Rate::new(3, 3_000),
         };
         let mut tats = Tats::full(0);
-        tats = l.charge(tats, 0).unwrap();
-        tats = l.charge(tats, 0).unwrap();
+        tats = l.charge(tats, 0, l.unit()).unwrap();
+        tats = l.charge(tats, 0, l.unit()).unwrap();
         // The burst is empty; the sustained bucket would have had a token.
         assert_eq!(
-            l.charge(tats, 0),
+            l.charge(tats, 0, l.unit()),
             Err(Short {
                 wait: 50,
                 bucket: BucketKind::Burst
             })
         );
-        tats = l.charge(tats, 100).unwrap();
+        tats = l.charge(tats, 100, l.unit()).unwrap();
         // Now the burst has a token but the sustained credit is spent: nothing is charged.
         assert_eq!(
-            l.charge(tats, 100),
+            l.charge(tats, 100, l.unit()),
             Err(Short {
                 wait: 900,
                 bucket: BucketKind::Sustained
             })
         );
-        assert!(l.charge(tats, 999).is_err());
-        assert!(l.charge(tats, 1_000).is_ok());
+        assert!(l.charge(tats, 999, l.unit()).is_err());
+        assert!(l.charge(tats, 1_000, l.unit()).is_ok());
+    }
+
+    #[test]
+    fn weighted_cost_fits_exactly_or_never() {
+        let r = Rate::new(4, 4_000); // t = 1000, tau = 4000
+        assert_eq!(r.cost(0), Some(0));
+        assert_eq!(r.cost(4), Some(4_000));
+        assert_eq!(r.cost(5), None, "more than the bucket holds");
+        // n = 4 from full, then 1 more needs 1000 ns; 3 at 2000 ns needs 1000 more.
+        let tat = r.charge(0, 0, 4_000).unwrap();
+        assert_eq!(tat, 4_000);
+        assert_eq!(r.charge(tat, 0, 1_000), Err(1_000));
+        assert_eq!(r.charge(tat, 2_000, 3_000), Err(1_000));
+        assert_eq!(r.charge(tat, 3_000, 3_000), Ok(7_000));
+        // An idle bucket holds `tau`, not more: a full charge at any later time fits exactly.
+        assert_eq!(r.charge(tat, 1 << 40, 4_000), Ok((1 << 40) + 4_000));
+    }
+
+    #[test]
+    fn cost_overflow_is_checked_not_wrapped() {
+        // The largest emission interval the profile allows: one token per MAX_PERIOD_NANOS.
+        let r = Rate::new(1, MAX_PERIOD_NANOS);
+        assert_eq!(r.cost(1), Some(MAX_PERIOD_NANOS));
+        // u32::MAX * t (about 1.4e26) overflows a u64: `checked_mul` refuses it, no wrap.
+        assert_eq!(r.cost(u32::MAX), None);
+        // Where `n * t` itself would overflow a u64, `checked_mul` refuses it too.
+        let huge = Rate {
+            t: u64::MAX / 2,
+            tau: u64::MAX / 2,
+        };
+        assert_eq!(huge.cost(3), None);
+        assert_eq!(huge.cost(1), Some(u64::MAX / 2));
+        // The largest bucket: MAX_TOKENS tokens, all of them in one request.
+        let big = Rate::new(MAX_TOKENS, MAX_PERIOD_NANOS);
+        assert_eq!(big.cost(u32::MAX), Some(big.tau));
+    }
+
+    #[test]
+    fn weighted_charge_and_refund_are_exact_for_both_buckets() {
+        let l = Limits {
+            burst: Rate::new(5, 500),        // t = 100
+            sustained: Rate::new(8, 80_000), // t = 10_000
+        };
+        assert_eq!(l.cost(6), Err(BucketKind::Burst));
+        assert_eq!(
+            l.cost(9),
+            Err(BucketKind::Burst),
+            "both too small: the smaller bucket"
+        );
+        let cost = l.cost(5).unwrap();
+        assert_eq!(
+            cost,
+            Cost {
+                burst: 500,
+                sustained: 50_000
+            }
+        );
+        let full = Tats::full(1_000);
+        let charged = l.charge(full, 1_000, cost).unwrap();
+        assert_eq!(
+            cost.refund(charged),
+            full,
+            "a refund undoes the charge exactly"
+        );
+        // Sustained has 3 tokens left, burst none: 3 more need the burst's 300 ns.
+        assert_eq!(
+            l.charge(charged, 1_000, l.cost(3).unwrap()),
+            Err(Short {
+                wait: 300,
+                bucket: BucketKind::Burst
+            })
+        );
+        // After 500 ns the burst is full again; sustained holds 3 tokens and 500 ns: 4 waits
+        // the 9_500 ns its fourth token lacks.
+        assert_eq!(
+            l.charge(charged, 1_500, l.cost(4).unwrap()),
+            Err(Short {
+                wait: 9_500,
+                bucket: BucketKind::Sustained
+            })
+        );
+        assert!(l.charge(charged, 1_500, l.cost(3).unwrap()).is_ok());
     }
 }

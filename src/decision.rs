@@ -12,6 +12,8 @@ use crate::profile::Profile;
 /// `Throttle` is this caller's own quota (HTTP 429); `Unavailable` is shared capacity or the
 /// limiter's store (HTTP 503). The two are kept apart so that clients can tell "slow down" from
 /// "the provider is full", and so that a 503 never carries anything computed from a neighbour.
+/// `Exceeds` is a weighted request ([`Limiter::admit_n`](crate::Limiter::admit_n)) that costs
+/// more than the caller's bucket can ever hold: no wait would help.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Decision {
     /// Admitted: one token was taken from each of the caller's buckets.
@@ -21,6 +23,17 @@ pub enum Decision {
         /// The earliest time after which this same request would be admitted, to the nanosecond.
         retry_after: Duration,
         /// The bucket that is short longest.
+        bucket: BucketKind,
+    },
+    /// The request's cost (`n` of [`Limiter::admit_n`](crate::Limiter::admit_n)) is more than
+    /// this bucket of the caller's route class holds when full (429, no `Retry-After`).
+    ///
+    /// Neither a `Throttle` (waiting never helps, so any wait would be made up) nor
+    /// `Unavailable` (it is about the caller's own, public, class limits, not shared capacity
+    /// or the store). Nothing was charged. Where both buckets are too small, the smaller one
+    /// (in tokens) is named: it bounds the largest cost this class can admit.
+    Exceeds {
+        /// The bucket that can never hold the cost.
         bucket: BucketKind,
     },
     /// Capacity or store refused (503).
@@ -68,7 +81,7 @@ impl Decision {
         self.outcome().http_status()
     }
 
-    /// Which of the seven outcomes this is: the decision without its wait.
+    /// Which of the nine outcomes this is: the decision without its wait.
     #[inline]
     pub fn outcome(&self) -> Outcome {
         match *self {
@@ -76,6 +89,10 @@ impl Decision {
             Decision::Throttle { bucket, .. } => match bucket {
                 BucketKind::Burst => Outcome::ThrottledBurst,
                 BucketKind::Sustained => Outcome::ThrottledSustained,
+            },
+            Decision::Exceeds { bucket } => match bucket {
+                BucketKind::Burst => Outcome::ExceedsBurst,
+                BucketKind::Sustained => Outcome::ExceedsSustained,
             },
             Decision::Unavailable { cause, .. } => match cause {
                 Cause::TenantShare => Outcome::TenantShare,
@@ -89,7 +106,7 @@ impl Decision {
     /// The wait this decision carries, if any.
     pub fn retry_after(&self) -> Option<Duration> {
         match *self {
-            Decision::Admit => None,
+            Decision::Admit | Decision::Exceeds { .. } => None,
             Decision::Throttle { retry_after, .. } => Some(retry_after),
             Decision::Unavailable { retry_after, .. } => retry_after,
         }
@@ -101,7 +118,7 @@ impl Decision {
     }
 
     /// The stable code callers see (`rate_limited`, `over_capacity`, `limiter_unavailable` in the
-    /// example profile); `None` for [`Decision::Admit`].
+    /// example profile, `cost_exceeds_limit` by default); `None` for [`Decision::Admit`].
     pub fn catalog_code<'p>(&self, profile: &'p Profile) -> Option<&'p str> {
         self.catalog_entry()
             .map(|e| profile.catalog.entry(e).code.as_str())
@@ -132,6 +149,8 @@ impl Decision {
 /// | `ShardFull` | 4 | `unavailable` | `shard_full` | 503 |
 /// | `TableFull` | 5 | `unavailable` | `table_full` | 503 |
 /// | `StoreUnavailable` | 6 | `unavailable` | `store_unavailable` | 503 |
+/// | `ExceedsBurst` | 7 | `exceeds` | `burst` | 429 |
+/// | `ExceedsSustained` | 8 | `exceeds` | `sustained` | 429 |
 ///
 /// ```
 /// use tollgate::{Cause, Decision, Outcome};
@@ -158,11 +177,15 @@ pub enum Outcome {
     TableFull = 5,
     /// [`Decision::Unavailable`] for [`Cause::StoreUnavailable`].
     StoreUnavailable = 6,
+    /// [`Decision::Exceeds`] the burst bucket.
+    ExceedsBurst = 7,
+    /// [`Decision::Exceeds`] the sustained bucket.
+    ExceedsSustained = 8,
 }
 
 impl Outcome {
     /// How many outcomes there are: arrays indexed by [`Outcome::index`] have this length.
-    pub const COUNT: usize = 7;
+    pub const COUNT: usize = 9;
 
     /// Every outcome, in index order.
     pub const ALL: [Outcome; Outcome::COUNT] = [
@@ -173,6 +196,8 @@ impl Outcome {
         Outcome::ShardFull,
         Outcome::TableFull,
         Outcome::StoreUnavailable,
+        Outcome::ExceedsBurst,
+        Outcome::ExceedsSustained,
     ];
 
     /// Its number, `0..COUNT`, stable within a version of tollgate (the Redis script answers
@@ -192,11 +217,12 @@ impl Outcome {
         }
     }
 
-    /// The `outcome` metric label: `admitted`, `throttled` or `unavailable`.
+    /// The `outcome` metric label: `admitted`, `throttled`, `exceeds` or `unavailable`.
     pub const fn label(self) -> &'static str {
         match self {
             Outcome::Admitted => "admitted",
             Outcome::ThrottledBurst | Outcome::ThrottledSustained => "throttled",
+            Outcome::ExceedsBurst | Outcome::ExceedsSustained => "exceeds",
             _ => "unavailable",
         }
     }
@@ -205,8 +231,8 @@ impl Outcome {
     pub const fn cause_label(self) -> &'static str {
         match self {
             Outcome::Admitted => "none",
-            Outcome::ThrottledBurst => "burst",
-            Outcome::ThrottledSustained => "sustained",
+            Outcome::ThrottledBurst | Outcome::ExceedsBurst => "burst",
+            Outcome::ThrottledSustained | Outcome::ExceedsSustained => "sustained",
             Outcome::TenantShare => "tenant_share",
             Outcome::ShardFull => "shard_full",
             Outcome::TableFull => "table_full",
@@ -214,11 +240,11 @@ impl Outcome {
         }
     }
 
-    /// The bucket that is short, for a throttle.
+    /// The bucket that is short, for a throttle, or too small, for a cost that exceeds it.
     pub const fn bucket(self) -> Option<BucketKind> {
         match self {
-            Outcome::ThrottledBurst => Some(BucketKind::Burst),
-            Outcome::ThrottledSustained => Some(BucketKind::Sustained),
+            Outcome::ThrottledBurst | Outcome::ExceedsBurst => Some(BucketKind::Burst),
+            Outcome::ThrottledSustained | Outcome::ExceedsSustained => Some(BucketKind::Sustained),
             _ => None,
         }
     }
@@ -239,26 +265,37 @@ impl Outcome {
         match self {
             Outcome::Admitted => None,
             Outcome::ThrottledBurst | Outcome::ThrottledSustained => Some(CatalogEntry::Throttled),
+            Outcome::ExceedsBurst | Outcome::ExceedsSustained => Some(CatalogEntry::CostExceeds),
             Outcome::StoreUnavailable => Some(CatalogEntry::LimiterUnavailable),
             _ => Some(CatalogEntry::OverCapacity),
         }
     }
 
     /// The HTTP status: 200 for admit (the handler decides the real one), 429 for the caller's
-    /// own quota, 503 for shared capacity and the store.
+    /// own quota (a throttle, or a cost larger than the caller's bucket), 503 for shared
+    /// capacity and the store.
     #[inline]
     pub const fn http_status(self) -> u16 {
         match self {
             Outcome::Admitted => 200,
-            Outcome::ThrottledBurst | Outcome::ThrottledSustained => 429,
+            Outcome::ThrottledBurst
+            | Outcome::ThrottledSustained
+            | Outcome::ExceedsBurst
+            | Outcome::ExceedsSustained => 429,
             _ => 503,
         }
     }
 
     /// The decision with this outcome and wait. A throttle's wait is its Retry-After (zero if
-    /// `None`); a capacity or store refusal keeps `wait` as it is.
+    /// `None`); a capacity or store refusal keeps `wait` as it is; a cost that exceeds a bucket
+    /// has none.
     pub fn decision(self, wait: Option<Duration>) -> Decision {
         match (self.bucket(), self.cause()) {
+            (Some(bucket), _)
+                if matches!(self, Outcome::ExceedsBurst | Outcome::ExceedsSustained) =>
+            {
+                Decision::Exceeds { bucket }
+            }
             (Some(bucket), _) => Decision::Throttle {
                 retry_after: wait.unwrap_or_default(),
                 bucket,
@@ -322,7 +359,17 @@ mod tests {
             assert_eq!(d.catalog_entry(), o.catalog_entry());
             assert_eq!(o.bucket().is_some(), o.http_status() == 429);
             assert_eq!(o.cause().is_some(), o.http_status() == 503);
+            assert_eq!(
+                matches!(d, Decision::Exceeds { .. }),
+                d.retry_after().is_none() && o.http_status() == 429
+            );
         }
+        let too_big = Decision::Exceeds {
+            bucket: BucketKind::Sustained,
+        };
+        assert_eq!(too_big.retry_after_secs(Duration::from_secs(60)), None);
+        assert_eq!(too_big.catalog_entry(), Some(CatalogEntry::CostExceeds));
+        assert_eq!(too_big.outcome().label(), "exceeds");
         assert_eq!(Outcome::from_index(Outcome::COUNT), None);
     }
 }

@@ -21,7 +21,7 @@ pub(crate) use crate::observe::Options as ObserveOptions;
 
 /// Without the `metrics` feature there is nothing to set.
 #[cfg(not(feature = "metrics"))]
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct ObserveOptions;
 
 /// What a backend decided and what the profile computed: they differ only in shadow mode, where
@@ -128,6 +128,18 @@ impl Engine {
         self.observer
             .record(&cfg.telemetry, &self.hasher, key, computed, now);
         Verdict::of(shadow, computed)
+    }
+}
+
+impl Engine {
+    /// Counts an admission of `key` that left less than `observability.near_limit` of its
+    /// burst (feature `metrics`); called only for those.
+    #[cold]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn near_limit(&self, cfg: &Config, key: &Key<'_>) {
+        #[cfg(feature = "metrics")]
+        self.observer
+            .near_limit(&cfg.telemetry, key.class.index() as usize);
     }
 }
 

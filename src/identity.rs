@@ -164,6 +164,7 @@ const TAG_AUTHENTICATED: u8 = 1;
 const TAG_ANONYMOUS: u8 = 2;
 const TAG_TENANT: u8 = 3;
 const TAG_ANONYMOUS_TENANT: u8 = 4;
+const TAG_FINGERPRINT: u8 = 5;
 
 impl KeyHasher {
     /// Seeds both states from `secret`. The same secret and prefixes give the same digests in
@@ -267,6 +268,22 @@ impl KeyHasher {
                 }
             }
         }
+    }
+
+    /// A keyed hash that names this hasher's keying without revealing the secret: what a
+    /// snapshot records so that a restore under another secret (or a build that hashes
+    /// differently, which would give every identity another digest) is refused. Derived like
+    /// every digest, under a tag of its own, so it says no more than the digests beside it.
+    pub(crate) fn fingerprint(&self) -> [u8; 16] {
+        let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
+        feed(&mut hi, &mut lo, |h| {
+            h.write_u64(u64::from(TAG_FINGERPRINT));
+            h.write(b"tollgate snapshot fingerprint");
+        });
+        let mut out = [0; 16];
+        out[..8].copy_from_slice(&hi.finish().to_le_bytes());
+        out[8..].copy_from_slice(&lo.finish().to_le_bytes());
+        out
     }
 
     /// The caller's network as (masked address, prefix length); IPv4-mapped IPv6 addresses

@@ -17,6 +17,7 @@
 //!     Decision::Admit => { /* serve the request */ }
 //!     Decision::Throttle { retry_after, .. } => { /* 429, Retry-After: retry_after */ }
 //!     Decision::Unavailable { .. } => { /* 503 */ }
+//!     Decision::Exceeds { .. } => { /* 429: a weighted cost (admit_n) larger than a bucket */ }
 //! }
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
@@ -34,6 +35,7 @@ mod limiter;
 pub mod observe;
 pub mod profile;
 mod published;
+pub mod snapshot;
 mod sync;
 mod table;
 
@@ -58,8 +60,9 @@ pub use admission::Admission;
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision, Outcome, Remaining};
 pub use engine::Verdict;
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use limiter::{BuildError, Builder, Limiter};
+pub use limiter::{BuildError, Builder, Limiter, Refused};
 pub use profile::{Profile, ProfileError};
 pub use published::{
     PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,
 };
+pub use snapshot::{RestoreError, SnapshotError};

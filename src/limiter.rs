@@ -4,14 +4,15 @@
 use core::fmt;
 use std::sync::Arc;
 
-use crate::bucket::{Limits, Tats};
-use crate::capacity::{Partition, Tenants};
+use crate::bucket::{Cost, Tats};
+use crate::capacity::{Partition, Taken, Tenants};
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Remaining};
 use crate::engine::{random_secret, Engine, ObserveOptions, Verdict};
 use crate::identity::{Digest, Key, RouteClass};
 use crate::profile::{Profile, ProfileError};
 use crate::published::PublishedLimits;
+use crate::snapshot::WallClock;
 use crate::table::{Apply, Table, MAX_NOW};
 
 /// The admission engine. `Send + Sync`: share it by `&` or `Arc`.
@@ -37,22 +38,47 @@ use crate::table::{Apply, Table, MAX_NOW};
 /// ```
 pub struct Limiter {
     /// Config, hasher, reload, shadow mode, metrics: what the Redis backend shares.
-    engine: Engine,
+    pub(crate) engine: Engine,
     /// Where this backend keeps bucket state.
-    table: Table,
+    pub(crate) table: Table,
     /// Per tenant: its shared-capacity window and how many identity slots it holds.
-    tenants: Tenants,
+    pub(crate) tenants: Tenants,
     clock: quanta::Clock,
     /// The clock's raw reading when the limiter was built: time zero of every TAT.
     epoch: u64,
+    /// The wall clock that snapshots are dated by (`crate::snapshot`).
+    pub(crate) wall: WallClock,
 }
 
-/// Builds a [`Limiter`]: `Limiter::builder(profile).clock(c).key_secret(s).build()`.
+/// Which item of [`Limiter::admit_all`] (or [`Admission::admit_all`](crate::Admission::admit_all))
+/// refused, and how; every item before it was given back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The refused item's index in the slice.
+    pub index: usize,
+    /// Its refusal (never [`Decision::Admit`]).
+    pub decision: Decision,
+}
+
+/// What one charge took, to give it back exactly.
+#[derive(Clone, Copy, Debug)]
+struct Receipt {
+    digest: Digest,
+    tenant: Digest,
+    cost: Cost,
+    slots: u64,
+    capacity: Option<Taken>,
+}
+
+/// Builds a [`Limiter`]: `Limiter::builder(profile).clock(c).key_secret(s).build()`, or
+/// `.restore(reader)` to start from a snapshot (`crate::snapshot`).
+#[derive(Clone)]
 pub struct Builder {
-    profile: Profile,
+    pub(crate) profile: Profile,
     clock: Option<quanta::Clock>,
-    secret: Option<Vec<u8>>,
+    pub(crate) secret: Option<Vec<u8>>,
     observe: ObserveOptions,
+    pub(crate) wall: WallClock,
 }
 
 /// Why a limiter could not be built.
@@ -112,6 +138,16 @@ impl Builder {
         self
     }
 
+    /// The wall clock that snapshots are dated by and restores measure the downtime with
+    /// (default `SystemTime::now`). Tests pass their own to move it, backwards too.
+    pub fn wall_clock(
+        mut self,
+        now: impl Fn() -> std::time::SystemTime + Send + Sync + 'static,
+    ) -> Self {
+        self.wall = WallClock::new(now);
+        self
+    }
+
     /// Counts decisions per listed tenant too (`tollgate_tenant_decisions_total{tenant}`; the
     /// profile's `shared_capacity.tenants`, every other tenant as `other`). Off by default:
     /// operators opt in to tell one tenant's retry storm from real growth.
@@ -165,6 +201,7 @@ impl Builder {
             tenants: Tenants::new(entries),
             epoch: clock.raw(),
             clock,
+            wall: self.wall,
         })
     }
 }
@@ -177,6 +214,7 @@ impl Limiter {
             clock: None,
             secret: None,
             observe: Default::default(),
+            wall: WallClock::default(),
         }
     }
 
@@ -208,13 +246,137 @@ impl Limiter {
         self.decide(&cfg, key, raw)
     }
 
+    /// Decides one request of weighted cost `n` and charges it if admitted: `n` tokens from
+    /// each of the caller's two buckets and `n` slots of its shard, all or nothing, in the one
+    /// compare-and-swap [`Limiter::admit`] uses (`admit_n(key, 1)` is `admit(key)`).
+    ///
+    /// * `n = 0` checks without charging: the answer `admit` would give now (a throttle if
+    ///   not even one token is left), with nothing taken. This is what Envoy's per-descriptor
+    ///   `hits_addend: 0` asks. Unlike [`Limiter::peek`] it is counted in metrics and follows
+    ///   shadow mode.
+    /// * `n` larger than either bucket of the route class holds when full is
+    ///   [`Decision::Exceeds`]: nothing is charged and no wait is given, since none would help.
+    /// * With shared capacity, a cost larger than the tenant's share or the shard's slots of
+    ///   one window is [`Decision::Unavailable`] with no `retry_after`, for the same reason.
+    ///
+    /// # Panics
+    /// If `key`'s route class came from another limiter with more classes.
+    #[inline]
+    pub fn admit_n(&self, key: &Key<'_>, n: u32) -> Decision {
+        self.evaluate_n(key, n).decision
+    }
+
+    /// [`Limiter::admit_n`], also telling what the profile computed when shadow mode let a
+    /// refused request through.
+    pub fn evaluate_n(&self, key: &Key<'_>, n: u32) -> Verdict {
+        let raw = self.clock.raw();
+        let cfg = self.engine.config.get();
+        let now = self.nanos_since_epoch(raw);
+        let class = cfg.class(key.class);
+        let computed = match self.charge_n(&cfg, key, n, now) {
+            Ok(_) => Decision::Admit,
+            Err(refused) => refused,
+        };
+        self.engine.conclude(&cfg, class.shadow, key, computed, now)
+    }
+
+    /// Admits every `(key, n)` of `items` (as [`Limiter::admit_n`], in order), or none: at the
+    /// first refusal, the tokens and shard slots already charged for the items before it are
+    /// given back exactly, and the refusal says which item it was. For a request that several
+    /// limits must all allow (Envoy sends several descriptors). All items are decided on one
+    /// reading of the clock and one snapshot of the profile.
+    ///
+    /// Metrics count each decided item's own answer (an item given back still counts as
+    /// admitted; the items after the refusal are not decided, nor counted). An item in shadow
+    /// mode never refuses, as with `admit`.
+    pub fn admit_all(&self, items: &[(Key<'_>, u32)]) -> Result<(), Refused> {
+        const INLINE: usize = 8;
+        if items.len() <= INLINE {
+            let mut receipts = [None; INLINE];
+            self.admit_all_into(items, &mut receipts)
+        } else {
+            let mut receipts = vec![None; items.len()];
+            self.admit_all_into(items, &mut receipts)
+        }
+    }
+
+    /// [`Limiter::admit_all`] keeping what each charge took in `receipts` (at least one per item).
+    fn admit_all_into(
+        &self,
+        items: &[(Key<'_>, u32)],
+        receipts: &mut [Option<Receipt>],
+    ) -> Result<(), Refused> {
+        let raw = self.clock.raw();
+        let cfg = self.engine.config.get();
+        let now = self.nanos_since_epoch(raw);
+        for (index, (key, n)) in items.iter().enumerate() {
+            let class = cfg.class(key.class);
+            let (receipt, computed) = match self.charge_n(&cfg, key, *n, now) {
+                Ok(receipt) => (receipt, Decision::Admit),
+                Err(refused) => (None, refused),
+            };
+            let verdict = self.engine.conclude(&cfg, class.shadow, key, computed, now);
+            receipts[index] = receipt;
+            if !verdict.decision.is_admit() {
+                for r in receipts[..index].iter().flatten() {
+                    self.give_back(&cfg, *r);
+                }
+                return Err(Refused {
+                    index,
+                    decision: verdict.decision,
+                });
+            }
+        }
+        Ok(())
+    }
+
     /// The decision against this limiter's table, charged if admitted, concluded by the engine.
     #[inline]
     fn decide(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> Verdict {
         let class = cfg.class(key.class);
-        let limits = class.limits;
-        let (digest, tenant) = self.engine.hasher.digests(key);
         let now = self.nanos_since_epoch(raw);
+        let computed = match self.charge(cfg, key, class.limits.unit(), 1, now) {
+            Ok(_) => Decision::Admit,
+            Err(refused) => refused,
+        };
+        self.engine.conclude(cfg, class.shadow, key, computed, now)
+    }
+
+    /// [`Limiter::charge`] of `n` tokens and slots: `None` for `n = 0` (checked only, nothing
+    /// charged), the refusal of a cost no bucket of the class can hold.
+    fn charge_n(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        n: u32,
+        now: u64,
+    ) -> Result<Option<Receipt>, Decision> {
+        let limits = cfg.class(key.class).limits;
+        if n == 0 {
+            return match self.check(cfg, key, now) {
+                Decision::Admit => Ok(None),
+                refused => Err(refused),
+            };
+        }
+        let cost = limits
+            .cost(n)
+            .map_err(|bucket| Decision::Exceeds { bucket })?;
+        self.charge(cfg, key, cost, n.into(), now).map(Some)
+    }
+
+    /// Charges `cost` to the caller's buckets and `slots` of shared capacity, all or nothing
+    /// (a capacity refusal gives the tokens back); what was taken, or the refusal.
+    #[inline]
+    fn charge(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        cost: Cost,
+        slots: u64,
+        now: u64,
+    ) -> Result<Receipt, Decision> {
+        let limits = cfg.class(key.class).limits;
+        let (digest, tenant) = self.engine.hasher.digests(key);
         // Consulted only if the identity must claim a slot (the cold path).
         let partition = Partition {
             tenants: &self.tenants,
@@ -223,41 +385,54 @@ impl Limiter {
         };
         let charged = self.table.update(digest, &partition, now, |stored| {
             // A refusal writes nothing, after a reload too: the stored TATs are kept as they are.
-            match limits.charge(stored, now) {
-                Ok(next) => Apply::Write(next, Decision::Admit),
-                Err(short) => Apply::Keep(short.throttle()),
+            match limits.charge(stored, now, cost) {
+                Ok(next) => Apply::Write(next, Ok(next.burst)),
+                Err(short) => Apply::Keep(Err(short)),
             }
         });
-        let computed = match charged {
-            Ok(Decision::Admit) => match &cfg.capacity {
-                None => Decision::Admit,
-                Some(cap) => match cap.take(&self.tenants, tenant, key, now) {
-                    Ok(()) => Decision::Admit,
+        let receipt = |capacity| Receipt {
+            digest,
+            tenant,
+            cost,
+            slots,
+            capacity,
+        };
+        let admitted = |burst: u64, capacity| {
+            // Near the limit: the burst left after this admission is below the profile's
+            // share (one comparison; see `config::near_limit_tokens`).
+            if burst - now > cfg.class(key.class).near_limit_debt {
+                self.engine.near_limit(cfg, key);
+            }
+            Ok(receipt(capacity))
+        };
+        match charged {
+            Ok(Ok(burst)) => match &cfg.capacity {
+                None => admitted(burst, None),
+                Some(cap) => match cap.take(&self.tenants, tenant, key, now, slots) {
+                    Ok(taken) => admitted(burst, Some(taken)),
                     Err(refused) => {
-                        self.refund(digest, limits);
-                        refused
+                        self.refund(digest, cost);
+                        Err(refused)
                     }
                 },
             },
-            Ok(throttle) => throttle,
+            Ok(Err(short)) => Err(short.throttle()),
             // No slot: fail closed. No wait is given, since when a slot frees depends on other
             // callers' buckets.
-            Err(_) => Decision::Unavailable {
+            Err(_) => Err(Decision::Unavailable {
                 retry_after: None,
                 cause: Cause::TableFull,
-            },
-        };
-        self.engine.conclude(cfg, class.shadow, key, computed, now)
+            }),
+        }
     }
 
-    /// What [`Limiter::admit`] would answer now, charging nothing.
-    pub fn peek(&self, key: &Key<'_>) -> Decision {
-        let cfg = self.engine.config.load();
-        let class = cfg.class(key.class);
-        let now = self.now();
+    /// What a charge of one token would answer at `now`, charging nothing (and claiming no
+    /// slot: a caller with none has full buckets).
+    fn check(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Decision {
+        let limits = cfg.class(key.class).limits;
         let (digest, tenant) = self.engine.hasher.digests(key);
         let tats = self.table.peek(digest).unwrap_or(Tats::full(now));
-        let computed = match class.limits.charge(tats, now) {
+        match limits.charge(tats, now, limits.unit()) {
             Err(short) => short.throttle(),
             Ok(_) => match &cfg.capacity {
                 None => Decision::Admit,
@@ -266,8 +441,14 @@ impl Limiter {
                     .err()
                     .unwrap_or(Decision::Admit),
             },
-        };
-        Verdict::of(class.shadow, computed).decision
+        }
+    }
+
+    /// What [`Limiter::admit`] would answer now, charging nothing.
+    pub fn peek(&self, key: &Key<'_>) -> Decision {
+        let cfg = self.engine.config.load();
+        let class = cfg.class(key.class);
+        Verdict::of(class.shadow, self.check(&cfg, key, self.now())).decision
     }
 
     /// Swaps in a new profile without losing any bucket state. The new limits apply from the
@@ -344,17 +525,27 @@ impl Limiter {
         }
     }
 
-    /// Gives back the token `admit` took when capacity then refused (see `Limits::refund`).
-    /// An identity reclaimed meanwhile was full: there is nothing to give back.
+    /// Gives back the tokens a charge took when capacity (or a later item of `admit_all`) then
+    /// refused (see `Limits::refund`). An identity reclaimed meanwhile was full: there is
+    /// nothing to give back.
     #[cold]
-    fn refund(&self, digest: Digest, limits: Limits) {
+    fn refund(&self, digest: Digest, cost: Cost) {
         self.table
-            .update_existing(digest, |t| Apply::Write(limits.refund(t), ()));
+            .update_existing(digest, |t| Apply::Write(cost.refund(t), ()));
+    }
+
+    /// Gives back everything one charge took: its tokens and its shared-capacity slots.
+    #[cold]
+    fn give_back(&self, cfg: &Config, r: Receipt) {
+        self.refund(r.digest, r.cost);
+        if let (Some(cap), Some(taken)) = (&cfg.capacity, r.capacity) {
+            cap.give_back(&self.tenants, r.tenant, taken, r.slots);
+        }
     }
 
     /// Nanoseconds since the limiter was built, on its own monotonic clock.
     #[inline]
-    fn now(&self) -> u64 {
+    pub(crate) fn now(&self) -> u64 {
         self.nanos_since_epoch(self.clock.raw())
     }
 

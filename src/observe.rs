@@ -8,8 +8,10 @@
 //!
 //! | metric | kind | labels |
 //! | --- | --- | --- |
-//! | `tollgate_decisions_total` | counter | `outcome` (admitted, throttled, unavailable), `route_class`, `cause` (none, burst, sustained, shard_full, tenant_share, table_full, store_unavailable), `mode` (enforce, shadow) |
+//! | `tollgate_decisions_total` | counter | `outcome` (admitted, throttled, exceeds, unavailable), `route_class`, `cause` (none, burst, sustained, shard_full, tenant_share, table_full, store_unavailable), `mode` (enforce, shadow) |
+//! | `tollgate_near_limit_total` | counter | `route_class`, `mode`: admitted with less than `observability.near_limit` of the burst left |
 //! | `tollgate_tenant_decisions_total` | counter | `tenant`, `outcome` (opt-in) |
+//! | `tollgate_sdk_decisions_total` | counter | `sdk` (the profile's `observability.sdk_versions`, `other`, `none`), `outcome`: the tower layer, when the profile lists any |
 //! | `tollgate_retry_after_seconds` | histogram | `route_class` |
 //! | `tollgate_capacity_rejection_ratio` | gauge | |
 //! | `tollgate_error_budget_exceeded` | gauge (0 or 1) | |
@@ -47,7 +49,7 @@ pub struct BudgetAlert {
 type Callback = Arc<dyn Fn(&BudgetAlert) + Send + Sync>;
 
 /// Builder options.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub(crate) struct Options {
     pub(crate) per_tenant: bool,
     pub(crate) callback: Option<Callback>,
@@ -58,6 +60,8 @@ pub(crate) struct Options {
 pub(crate) struct Handles {
     /// Per class: by [`Outcome::index`], for that class's mode.
     decisions: Vec<[Counter; Outcome::COUNT]>,
+    /// Per class: admissions that left less than `observability.near_limit` of the burst.
+    near_limit: Vec<Counter>,
     retry_after: Vec<Histogram>,
     /// Listed tenants, then `other` and `anonymous`: by [`Outcome::index`], each outcome's
     /// handle counting under its label (`admitted`, `throttled`, `unavailable`).
@@ -94,6 +98,13 @@ impl Handles {
                 })
             })
             .collect();
+        let near_limit = classes
+            .clone()
+            .map(|(class, shadow)| {
+                let mode = if shadow { "shadow" } else { "enforce" };
+                counter!("tollgate_near_limit_total", "route_class" => class.to_owned(), "mode" => mode)
+            })
+            .collect();
         let retry_after = classes
             .map(|(class, _)| {
                 histogram!("tollgate_retry_after_seconds", "route_class" => class.to_owned())
@@ -106,6 +117,7 @@ impl Handles {
         };
         Handles {
             decisions,
+            near_limit,
             retry_after,
             tenants: tenants.map(|(d, name)| (d, tenant(name))).collect(),
             other: tenant("other"),
@@ -159,11 +171,15 @@ impl Observer {
         now: u64,
     ) {
         let class = key.class.index() as usize;
-        let i = computed.outcome().index();
+        // Admit first, the common case: one comparison instead of two matches over every kind.
+        let (i, wait) = match computed {
+            Decision::Admit => (Outcome::Admitted.index(), None),
+            refused => (refused.outcome().index(), refused.retry_after()),
+        };
         if let Some(c) = h.decisions.get(class) {
             c[i].increment(1);
         }
-        if let (Some(wait), Some(hist)) = (computed.retry_after(), h.retry_after.get(class)) {
+        if let (Some(wait), Some(hist)) = (wait, h.retry_after.get(class)) {
             hist.record(wait.as_secs_f64());
         }
         if self.options.per_tenant {
@@ -179,6 +195,15 @@ impl Observer {
         if let Some((threshold, window)) = h.budget {
             let rejected = matches!(computed, Decision::Unavailable { .. });
             self.count(now, rejected, threshold, window);
+        }
+    }
+
+    /// Counts an admission of `class` that left less than `observability.near_limit` of the
+    /// burst (cold: most admissions are not near the limit).
+    #[cold]
+    pub(crate) fn near_limit(&self, h: &Handles, class: usize) {
+        if let Some(c) = h.near_limit.get(class) {
+            c.increment(1);
         }
     }
 

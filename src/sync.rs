@@ -15,6 +15,7 @@
 
 #[cfg(all(tollgate_loom, feature = "loom"))]
 mod imp {
+    pub(crate) use loom::sync::atomic::fence;
     pub(crate) use loom::sync::atomic::AtomicU64;
     pub(crate) use loom::sync::atomic::Ordering;
 
@@ -63,6 +64,8 @@ mod imp {
 
 #[cfg(not(all(tollgate_loom, feature = "loom")))]
 mod imp {
+    /// The snapshot's seqlock-style re-check of a slot (`table/persist.rs`).
+    pub(crate) use core::sync::atomic::fence;
     pub(crate) use core::sync::atomic::AtomicU64;
     pub(crate) use core::sync::atomic::Ordering;
     /// Waits in a spin loop (spinning, then yielding). Named for what it does here; the client

@@ -72,6 +72,12 @@ pub trait ResponseMeta {
     /// The `Retry-After` value, if present. A value that is not visible ASCII should be returned
     /// as `Some("")` so it counts as invalid.
     fn retry_after(&self) -> Option<&str>;
+    /// The response's own `Date` (the server's clock), if present: an HTTP-date `Retry-After`
+    /// is measured from it, so a client whose wall clock is off still waits what the server
+    /// meant. The default, `None`, measures from the client's wall clock.
+    fn date(&self) -> Option<&str> {
+        None
+    }
 }
 
 impl<B> ResponseMeta for http::Response<B> {
@@ -83,6 +89,12 @@ impl<B> ResponseMeta for http::Response<B> {
         self.headers()
             .get(http::header::RETRY_AFTER)
             .map(|v| v.to_str().unwrap_or(""))
+    }
+
+    fn date(&self) -> Option<&str> {
+        self.headers()
+            .get(http::header::DATE)
+            .and_then(|v| v.to_str().ok())
     }
 }
 

@@ -42,6 +42,75 @@ impl Clock for TokioClock {
     }
 }
 
+/// A clock whose wall time is off by a fixed amount, on top of another clock whose monotonic
+/// time and sleeps it keeps.
+///
+/// For testing what a client with a wrong wall clock does with a `Retry-After` HTTP-date (only
+/// [`Clock::wall`] is skewed; deadlines, budgets and waits stay on the inner monotonic clock):
+/// `RetryPolicy::new().clock(Arc::new(SkewedClock::ahead(TokioClock, Duration::from_secs(30))))`.
+#[derive(Clone, Copy, Debug)]
+pub struct SkewedClock<C> {
+    inner: C,
+    ahead: bool,
+    by: Duration,
+}
+
+impl<C: Clock> SkewedClock<C> {
+    /// Wall time `by` later than `inner`'s (a client clock running fast).
+    pub fn ahead(inner: C, by: Duration) -> Self {
+        SkewedClock {
+            inner,
+            ahead: true,
+            by,
+        }
+    }
+
+    /// Wall time `by` earlier than `inner`'s (a client clock running slow).
+    pub fn behind(inner: C, by: Duration) -> Self {
+        SkewedClock {
+            inner,
+            ahead: false,
+            by,
+        }
+    }
+
+    /// Skewed by `seconds`: ahead when positive, behind when negative.
+    pub fn by_seconds(inner: C, seconds: i64) -> Self {
+        let by = Duration::from_secs(seconds.unsigned_abs());
+        if seconds >= 0 {
+            SkewedClock::ahead(inner, by)
+        } else {
+            SkewedClock::behind(inner, by)
+        }
+    }
+}
+
+impl<C: Clock> Clock for SkewedClock<C> {
+    fn now(&self) -> Instant {
+        self.inner.now()
+    }
+
+    /// The inner wall time moved by the skew (saturating at the epoch and at the far future,
+    /// where `SystemTime` cannot go).
+    fn wall(&self) -> SystemTime {
+        let w = self.inner.wall();
+        let moved = if self.ahead {
+            w.checked_add(self.by)
+        } else {
+            w.checked_sub(self.by)
+        };
+        moved.unwrap_or(if self.ahead {
+            w
+        } else {
+            SystemTime::UNIX_EPOCH
+        })
+    }
+
+    fn sleep(&self, d: Duration) -> Sleep {
+        self.inner.sleep(d)
+    }
+}
+
 #[derive(Debug)]
 struct ManualState {
     elapsed: Duration,
@@ -121,5 +190,35 @@ impl Clock for ManualClock {
             s.elapsed += d;
             s.sleeps.push(d);
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn skew_moves_only_the_wall_clock() {
+        let base = ManualClock::default();
+        let ahead = SkewedClock::by_seconds(base.clone(), 30);
+        let behind = SkewedClock::by_seconds(base.clone(), -30);
+        assert_eq!(ahead.wall(), base.wall() + Duration::from_secs(30));
+        assert_eq!(behind.wall(), base.wall() - Duration::from_secs(30));
+        assert_eq!(ahead.now(), base.now());
+        // Sleeping on the skewed clock moves the inner one.
+        block_on(behind.sleep(Duration::from_secs(2)));
+        assert_eq!(base.elapsed(), Duration::from_secs(2));
+        assert_eq!(behind.wall(), base.wall() - Duration::from_secs(30));
+        // Behind the epoch saturates at the epoch.
+        let early = SkewedClock::behind(ManualClock::new(SystemTime::UNIX_EPOCH), Duration::MAX);
+        assert_eq!(early.wall(), SystemTime::UNIX_EPOCH);
+    }
+
+    /// Polls a future that completes on its first poll (a `ManualClock` sleep).
+    fn block_on(f: Sleep) {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(f);
     }
 }

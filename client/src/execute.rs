@@ -13,7 +13,7 @@ use super::clock::Clock;
 use super::give_up::{GiveUp, Last, RetryError};
 use super::lock;
 use super::policy::RetryPolicy;
-use super::retry_after::parse_retry_after;
+use super::retry_after::parse_retry_after_dated;
 
 /// Polls `fut` against a timer of `timeout` on `clock`; `None` when the timer wins. `fut` is
 /// polled first, so an attempt that is ready is never reported as timed out.
@@ -101,7 +101,7 @@ where
         let classification = match outcome {
             Some(Ok(resp)) => {
                 if let Some(v) = resp.retry_after() {
-                    server_wait = parse_retry_after(v, clock.wall());
+                    server_wait = parse_retry_after_dated(v, resp.date(), clock.wall());
                     stats.retry_after(server_wait);
                 }
                 let v = policy

@@ -48,6 +48,7 @@ pub struct RetryLayer<C = IoSendState> {
     policy: RetryPolicy,
     budget: RetryBudget,
     generate_keys: bool,
+    product_token: bool,
     send_state: C,
 }
 
@@ -58,6 +59,7 @@ impl RetryLayer {
             policy,
             budget,
             generate_keys: false,
+            product_token: true,
             send_state: IoSendState,
         }
     }
@@ -71,6 +73,14 @@ impl<C> RetryLayer<C> {
         self
     }
 
+    /// Whether to add the SDK's [`PRODUCT_TOKEN`](crate::PRODUCT_TOKEN) to `User-Agent`
+    /// (appended to the request's own, see [`user_agent`](crate::user_agent)). On by default:
+    /// providers segment traffic by SDK version to tell a retry storm from growth.
+    pub fn product_token(mut self, yes: bool) -> Self {
+        self.product_token = yes;
+        self
+    }
+
     /// How to read the inner service's errors, e.g. for hyper-util's legacy client:
     /// `|e: &Error| if e.is_connect() { SendState::NotSent } else { SendState::SentNoResponse }`.
     pub fn send_state<C2>(self, send_state: C2) -> RetryLayer<C2> {
@@ -78,6 +88,7 @@ impl<C> RetryLayer<C> {
             policy: self.policy,
             budget: self.budget,
             generate_keys: self.generate_keys,
+            product_token: self.product_token,
             send_state,
         }
     }
@@ -93,6 +104,7 @@ impl<S, C: Clone> Layer<S> for RetryLayer<C> {
                 policy: self.policy.clone(),
                 budget: self.budget.clone(),
                 generate_keys: self.generate_keys,
+                product_token: self.product_token,
                 send_state: self.send_state.clone(),
             }),
         }
@@ -105,6 +117,7 @@ struct RetrySettings<C> {
     policy: RetryPolicy,
     budget: RetryBudget,
     generate_keys: bool,
+    product_token: bool,
     send_state: C,
 }
 
@@ -147,8 +160,11 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let settings = Arc::clone(&self.settings);
+        if settings.product_token {
+            crate::user_agent::add_product_token(req.headers_mut());
+        }
         let inner = self.inner.clone();
         Box::pin(async move {
             let had_key = req.headers().contains_key(&IDEMPOTENCY_KEY);

@@ -1,6 +1,7 @@
 //! The client SDK: makes callers of a rate-limited API well behaved.
 //!
-//! - [`parse_retry_after`] reads both `Retry-After` forms (seconds and the three HTTP-date forms).
+//! - [`parse_retry_after`] reads both `Retry-After` forms (seconds and the three HTTP-date forms);
+//!   [`parse_retry_after_dated`] measures a date from the response's own `Date`, so clock skew cancels.
 //! - [`Backoff`] / [`Jitter`]: capped exponential backoff with full, equal or decorrelated jitter.
 //! - [`RetryPolicy`] + [`execute`]: one logical request, one deadline over all attempts and
 //!   waits, an attempt limit, Retry-After first with jitter only on top, and an immediate stop
@@ -10,9 +11,12 @@
 //! - [`RetryLayer`]: the same loop as a tower layer for `http::Request<B: Clone>`.
 //! - [`ClientStats`] and `tollgate_client_*` metrics: amplification, eventual success,
 //!   abandonment by reason, time spent waiting.
+//! - [`PRODUCT_TOKEN`] (`tollgate-client/VERSION`) in `User-Agent`: [`RetryLayer`] appends it
+//!   to the caller's own by default; with [`execute`], [`add_product_token`] does it.
 //!
 //! Time ([`Clock`]) and randomness (`fastrand::Rng`) are injected so that tests run on
-//! [`ManualClock`] without sleeping.
+//! [`ManualClock`] without sleeping, and [`SkewedClock`] puts a client's wall clock off by a
+//! fixed amount (what an HTTP-date `Retry-After` then means to it).
 //!
 //! ```
 //! use std::sync::Arc;
@@ -65,6 +69,7 @@ mod layer;
 mod policy;
 mod retry_after;
 mod stats;
+mod user_agent;
 
 pub use backoff::{Backoff, Delays, Jitter};
 pub use budget::RetryBudget;
@@ -73,13 +78,14 @@ pub use classify::{
     is_idempotent, send_state_from_io, Classification, Classifier, ResponseMeta, SendState,
     TransportError,
 };
-pub use clock::{Clock, ManualClock, Sleep, TokioClock};
+pub use clock::{Clock, ManualClock, SkewedClock, Sleep, TokioClock};
 pub use execute::execute;
 pub use give_up::{GiveUp, Last, RetryError};
 pub use layer::{IoSendState, RetryFuture, RetryLayer, RetryService, SendStateOf, IDEMPOTENCY_KEY};
 pub use policy::RetryPolicy;
-pub use retry_after::{parse_retry_after, MAX_RETRY_AFTER};
+pub use retry_after::{parse_retry_after, parse_retry_after_dated, MAX_RETRY_AFTER};
 pub use stats::{ClientStats, ClientStatsSnapshot};
+pub use user_agent::{add_product_token, user_agent, PRODUCT_TOKEN};
 
 /// The random generator of [`RetryPolicy::rng`] and [`Backoff::delay`], re-exported so callers
 /// can seed it without naming the dependency.

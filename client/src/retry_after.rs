@@ -61,6 +61,41 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(until(target, now))
 }
 
+/// [`parse_retry_after`] for a response that also carries a `Date`: an HTTP-date is measured
+/// from that `Date` (RFC 9110 section 6.6.1: the server's clock when it answered) rather than
+/// from `now`, so that a client whose wall clock is ahead or behind waits exactly what the
+/// server asked. Both dates are then on one clock, and the skew cancels out. Without a `Date`,
+/// or with one that is not a valid HTTP-date, `now` is the reference (what
+/// [`parse_retry_after`] does); delay-seconds never depend on either.
+///
+/// ```
+/// use std::time::{Duration, SystemTime, UNIX_EPOCH};
+/// use tollgate_client::parse_retry_after_dated;
+///
+/// // The client's clock is 30 s slow; the server says "in one second" as a date.
+/// let server = UNIX_EPOCH + Duration::from_secs(784_111_776); // 1994-11-06T08:49:36Z
+/// let client = server - Duration::from_secs(30);
+/// let date = Some("Sun, 06 Nov 1994 08:49:36 GMT");
+/// let wait = parse_retry_after_dated("Sun, 06 Nov 1994 08:49:37 GMT", date, client);
+/// assert_eq!(wait, Some(Duration::from_secs(1)));
+/// ```
+pub fn parse_retry_after_dated(
+    value: &str,
+    date: Option<&str>,
+    now: SystemTime,
+) -> Option<Duration> {
+    let server_now = date.and_then(|d| {
+        let d = d.trim_matches(|c| c == ' ' || c == '\t').as_bytes();
+        let secs = parse_http_date(d, now)?;
+        if secs >= 0 {
+            UNIX_EPOCH.checked_add(Duration::from_secs(secs as u64))
+        } else {
+            UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
+        }
+    });
+    parse_retry_after(value, server_now.unwrap_or(now))
+}
+
 /// Delay-seconds with saturation; `digits` is non-empty and all ASCII digits.
 fn parse_delay_seconds(digits: &[u8]) -> Duration {
     let cap = MAX_RETRY_AFTER.as_secs();

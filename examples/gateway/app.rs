@@ -18,7 +18,7 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use metrics_exporter_prometheus::PrometheusHandle;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tollgate::http::{
@@ -107,6 +107,21 @@ pub fn operator_router(metrics: PrometheusHandle) -> Router {
     Router::new()
         .route("/metrics", get(render_metrics))
         .with_state(metrics)
+}
+
+/// Histogram buckets of every `*_seconds` metric, in seconds: from the 1-second floor of
+/// `Retry-After` to the 1-hour cap, so that `histogram_quantile` over
+/// `tollgate_retry_after_seconds_bucket` shows the distribution (the dashboard's panel).
+pub const SECONDS_BUCKETS: [f64; 12] = [
+    0.1, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 900.0, 1800.0, 3600.0,
+];
+
+/// The Prometheus recorder the gateway installs: histograms with [`SECONDS_BUCKETS`] (the
+/// exporter's default would render them as summaries, which cannot be aggregated).
+pub fn prometheus() -> PrometheusBuilder {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &SECONDS_BUCKETS)
+        .expect("the buckets are not empty")
 }
 
 /// Marks a request whose `Authorization` header is present but not a known bearer token.

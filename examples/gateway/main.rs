@@ -5,13 +5,23 @@
 //!     [--profile examples/profiles/example.yaml] [--tokens examples/tokens.yaml]
 //!     [--trust-proxy CIDR]... [--max-connections N] [--max-per-peer N]
 //!     [--header-timeout SECONDS] [--max-body BYTES] [--operator-listen ADDR|off]
+//!     [--admin-remote] [--admin-in-memory]
+//!     [--state PATH [--state-every SECONDS] [--state-start-empty-on-refusal]]
 //! ```
+//!
+//! With `--state`, quotas survive a restart (`state.rs`; needs `TOLLGATE_KEY_SECRET`).
 //!
 //! Routes: `GET /v1/items`, `POST /v1/items`, `POST /v1/register`, `POST /v1/reports/run`
 //! (limited by the profile's `routes`) and `GET /.well-known/rate-limits` (the discovery
 //! document). `GET /metrics` (Prometheus text) is on the operators' listener, `--operator-listen`
-//! (127.0.0.1:9090 by default, `off` for none): its counts are global, not any caller's own. `Authorization: Bearer <token>` with a token
-//! from the tokens file is an authenticated caller; no header is the anonymous class.
+//! (127.0.0.1:9090 by default, `off` for none): its counts are global, not any caller's own.
+//! `Authorization: Bearer <token>` with a token from the tokens file is an authenticated caller;
+//! no header is the anonymous class.
+//!
+//! `GET` / `PUT /admin/profile` (read and replace the profile in force) are on the operators'
+//! listener too, only when `TOLLGATE_ADMIN_TOKEN` is set, for loopback peers only unless
+//! `--admin-remote`; an accepted profile is also written to the profile file unless
+//! `--admin-in-memory` (`admin.rs`).
 //!
 //! The profile is reloaded on SIGHUP and when its file changes (mtime polled every second),
 //! without a restart; a bad edit is logged and the old profile stays in force.
@@ -19,8 +29,10 @@
 //! Connections are capped in all and per peer address, must send each request head within the
 //! header timeout (also between keep-alive requests), and bodies are limited (`serve.rs`).
 
+mod admin;
 mod app;
 mod serve;
+mod state;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -28,7 +40,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use metrics_exporter_prometheus::PrometheusBuilder;
 use tollgate::http::Cidr;
 use tollgate::{Limiter, Profile};
 
@@ -39,6 +50,9 @@ struct Args {
     tokens: PathBuf,
     trusted: Vec<Cidr>,
     limits: serve::Limits,
+    admin_remote: bool,
+    admin_in_memory: bool,
+    state: Option<state::State>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -49,6 +63,9 @@ fn parse_args() -> Result<Args, String> {
         tokens: "examples/tokens.yaml".into(),
         trusted: Vec::new(),
         limits: serve::Limits::default(),
+        admin_remote: false,
+        admin_in_memory: false,
+        state: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -78,6 +95,21 @@ fn parse_args() -> Result<Args, String> {
             "--max-connections" => args.limits.max_connections = count(&flag, &value()?)?,
             "--max-per-peer" => args.limits.max_per_peer = count(&flag, &value()?)?,
             "--max-body" => args.limits.max_body = number(&flag, &value()?)?,
+            "--state" => args.state = Some(state::State::new(value()?.into())),
+            "--state-every" | "--state-start-empty-on-refusal" if args.state.is_none() => {
+                return Err(format!("{flag} comes after --state PATH"))
+            }
+            "--state-every" => {
+                let secs = number(&flag, &value()?)?;
+                let s = args.state.as_mut().expect("checked above");
+                s.every = Duration::from_secs(secs.max(1) as u64);
+            }
+            "--state-start-empty-on-refusal" => {
+                args.state
+                    .as_mut()
+                    .expect("checked above")
+                    .start_empty_on_refusal = true
+            }
             "--header-timeout" => {
                 let secs: f64 = value()?
                     .parse()
@@ -86,11 +118,18 @@ fn parse_args() -> Result<Args, String> {
                     .ok_or_else(|| format!("{flag}: seconds, more than 0 and at most 3600"))?;
                 args.limits.header_timeout = Duration::from_secs_f64(secs);
             }
+            "--admin-remote" => args.admin_remote = true,
+            "--admin-in-memory" => args.admin_in_memory = true,
             "-h" | "--help" => {
                 println!(
                     "gateway [--listen ADDR] [--profile FILE] [--tokens FILE] [--trust-proxy CIDR]...\n        \
                      [--max-connections N] [--max-per-peer N] [--header-timeout SECONDS] [--max-body BYTES]\n        \
-                     [--operator-listen ADDR|off]"
+                     [--operator-listen ADDR|off] [--admin-remote] [--admin-in-memory]\n        \
+                     [--state PATH [--state-every SECONDS] [--state-start-empty-on-refusal]]\n\n\
+                     Admin routes (GET/PUT /admin/profile on the operators' listener) need\n\
+                     {} (at least {} bytes) in the environment; --state needs TOLLGATE_KEY_SECRET.",
+                    admin::ADMIN_TOKEN_ENV,
+                    admin::MIN_TOKEN_LEN
                 );
                 std::process::exit(0);
             }
@@ -165,15 +204,31 @@ async fn main() {
     };
     let profile = Profile::from_path(&args.profile).unwrap_or_else(|e| fail("profile", &e));
     let tokens = app::Tokens::from_path(&args.tokens).unwrap_or_else(|e| fail("tokens", &e));
+    let admin_token = admin::AdminToken::from_env().unwrap_or_else(|e| fail("admin token", &e));
     // The recorder first: the limiter registers its metric handles when it is built.
-    let metrics = PrometheusBuilder::new()
+    let metrics = app::prometheus()
         .install_recorder()
         .unwrap_or_else(|e| fail("metrics", &e));
+    let secret = std::env::var(state::SECRET_ENV).ok();
     let limiter = Arc::new(
-        Limiter::builder(profile)
-            .build()
-            .unwrap_or_else(|e| fail("limiter", &e)),
+        // Listed tenants get a label of their own (bounded: the rest are `other`), for the
+        // dashboard's "limit hits by tenant".
+        state::open(
+            Limiter::builder(profile).per_tenant_metrics(true),
+            args.state.as_ref(),
+            secret.as_deref().map(str::as_bytes),
+        )
+        .unwrap_or_else(|e| fail("limiter", &e)),
     );
+    let checkpoint = args
+        .state
+        .as_ref()
+        .map(|s| state::checkpoint(&limiter, s).unwrap_or_else(|e| fail("state", &e)));
+    // Only with --state: otherwise SIGTERM and ctrl-c keep their default (exit at once).
+    let shutdown = args
+        .state
+        .as_ref()
+        .map(|_| state::shutdown_flag().unwrap_or_else(|e| fail("SIGTERM handler", &e)));
 
     let hup = Arc::new(AtomicBool::new(false));
     signal_hook::flag::register(signal_hook::consts::SIGHUP, Arc::clone(&hup))
@@ -190,17 +245,38 @@ async fn main() {
         });
     }
 
+    if args.operator_listen.is_none() && admin_token.is_some() {
+        tracing::warn!("--operator-listen off: the admin routes are not served");
+    }
     if let Some(addr) = args.operator_listen {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .unwrap_or_else(|e| fail("operator listen", &e));
-        tracing::info!(listen = %addr, "operator endpoints (GET /metrics) listening");
         let operators = serve::Limits {
             max_connections: 64,
             max_per_peer: 16,
+            // A profile may be this large (`PUT /admin/profile`); the token is checked first.
+            max_body: tollgate::profile::MAX_PROFILE_BYTES,
             ..serve::Limits::default()
         };
-        let router = app::operator_router(metrics);
+        let mut router = app::operator_router(metrics);
+        match admin_token {
+            None => tracing::info!(
+                "admin routes off: set {} to serve GET/PUT /admin/profile",
+                admin::ADMIN_TOKEN_ENV
+            ),
+            Some(token) => {
+                let save_to = (!args.admin_in_memory).then(|| args.profile.clone());
+                let remote = args.admin_remote;
+                if !addr.ip().is_loopback() && !remote {
+                    tracing::warn!(listen = %addr, "the operators' listener is not on loopback: the admin routes refuse remote peers (403) unless --admin-remote");
+                }
+                tracing::info!(saved_to = ?save_to, remote, "admin routes on: GET/PUT /admin/profile");
+                let admin = admin::Admin::new(Arc::clone(&limiter), token, save_to, remote);
+                router = router.merge(admin::router(Arc::new(admin)));
+            }
+        }
+        tracing::info!(listen = %addr, "operator endpoints (GET /metrics) listening");
         tokio::spawn(async move {
             if let Err(e) = serve::serve(listener, router, operators, Vec::new()).await {
                 tracing::error!(error = %e, "operator listener stopped");
@@ -218,7 +294,13 @@ async fn main() {
         max_connections = limits.max_connections,
         "gateway listening"
     );
-    serve::serve(listener, router, limits, args.trusted)
-        .await
-        .unwrap_or_else(|e| fail("serve", &e));
+    tokio::select! {
+        served = serve::serve(listener, router, limits, args.trusted) => {
+            served.unwrap_or_else(|e| fail("serve", &e))
+        }
+        () = state::signalled(shutdown) => tracing::info!("shutting down"),
+    }
+    if let Some(cp) = checkpoint {
+        state::finish(cp);
+    }
 }

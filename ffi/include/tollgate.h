@@ -127,6 +127,12 @@ enum tg_decision_kind
      * Shared capacity or the limiter's store refused: HTTP 503.
      */
     TG_DECISION_KIND_UNAVAILABLE = 2,
+    /**
+     * The request's cost (`tg_admit_n`) is more than the caller's bucket holds when full:
+     * HTTP 429 with no `Retry-After` (waiting never helps); nothing was charged. `bucket`
+     * names the bucket that is too small.
+     */
+    TG_DECISION_KIND_EXCEEDS = 3,
 };
 #ifndef __cplusplus
 #if __STDC_VERSION__ >= 202311L
@@ -137,7 +143,8 @@ typedef uint32_t tg_decision_kind;
 #endif // __cplusplus
 
 /**
- * For a throttle, which of the caller's buckets is empty (for operators).
+ * For a throttle, which of the caller's buckets is empty; for `TG_DECISION_KIND_EXCEEDS`,
+ * which is too small for the cost.
  */
 enum tg_bucket_kind
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
@@ -145,7 +152,7 @@ enum tg_bucket_kind
 #endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
  {
     /**
-     * Not a throttle.
+     * Neither a throttle nor a cost that exceeds a bucket.
      */
     TG_BUCKET_KIND_NONE = 0,
     /**
@@ -239,7 +246,7 @@ typedef struct tg_profile_error {
  */
 typedef struct tg_decision {
     /**
-     * Admit, throttle (429) or unavailable (503).
+     * Admit, throttle (429), unavailable (503) or exceeds (429, no wait).
      */
     tg_decision_kind kind;
     /**
@@ -247,7 +254,8 @@ typedef struct tg_decision {
      */
     uint16_t http_status;
     /**
-     * For a throttle, the empty bucket; `TG_BUCKET_KIND_NONE` otherwise.
+     * For a throttle, the empty bucket; for exceeds, the bucket too small for the cost;
+     * `TG_BUCKET_KIND_NONE` otherwise.
      */
     tg_bucket_kind bucket;
     /**
@@ -340,6 +348,38 @@ tg_result tg_admit(const struct tg_limiter *limiter,
                    size_t principal_len,
                    uint32_t route_class,
                    struct tg_decision *out);
+
+/**
+ * As `tg_admit`, for a request of weighted cost `n`: charges `n` tokens of both of the
+ * caller's buckets (and `n` shard slots), all or nothing. `n = 0` checks without charging (the
+ * answer `tg_admit` would give now). A cost larger than a bucket of the route class holds is
+ * `TG_DECISION_KIND_EXCEEDS` (HTTP 429, no wait: `retry_after_ms` is `TG_RETRY_AFTER_NONE`),
+ * and nothing is charged. `tg_admit_n(..., 1, out)` is `tg_admit(..., out)`.
+ *
+ * # Safety
+ * As `tg_admit`.
+ */
+tg_result tg_admit_n(const struct tg_limiter *limiter,
+                     const char *tenant,
+                     size_t tenant_len,
+                     const char *principal,
+                     size_t principal_len,
+                     uint32_t route_class,
+                     uint32_t n,
+                     struct tg_decision *out);
+
+/**
+ * As `tg_admit_anonymous`, for a request of weighted cost `n` (see `tg_admit_n`).
+ *
+ * # Safety
+ * As `tg_admit_anonymous`.
+ */
+tg_result tg_admit_anonymous_n(const struct tg_limiter *limiter,
+                               const uint8_t *ip,
+                               size_t ip_len,
+                               uint32_t route_class,
+                               uint32_t n,
+                               struct tg_decision *out);
 
 /**
  * Decides one request of an unauthenticated caller, keyed by its network prefix: `ip` is the

@@ -15,13 +15,18 @@ pub enum tg_decision_kind {
     Throttle = 1,
     /// Shared capacity or the limiter's store refused: HTTP 503.
     Unavailable = 2,
+    /// The request's cost (`tg_admit_n`) is more than the caller's bucket holds when full:
+    /// HTTP 429 with no `Retry-After` (waiting never helps); nothing was charged. `bucket`
+    /// names the bucket that is too small.
+    Exceeds = 3,
 }
 
-/// For a throttle, which of the caller's buckets is empty (for operators).
+/// For a throttle, which of the caller's buckets is empty; for `TG_DECISION_KIND_EXCEEDS`,
+/// which is too small for the cost.
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum tg_bucket_kind {
-    /// Not a throttle.
+    /// Neither a throttle nor a cost that exceeds a bucket.
     None = 0,
     /// The short-period bucket that bounds bursts.
     Burst = 1,
@@ -53,11 +58,12 @@ pub const TG_RETRY_AFTER_NONE: u64 = u64::MAX;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct tg_decision {
-    /// Admit, throttle (429) or unavailable (503).
+    /// Admit, throttle (429), unavailable (503) or exceeds (429, no wait).
     pub kind: tg_decision_kind,
     /// 200 for admit (the handler picks the real status), 429 or 503.
     pub http_status: u16,
-    /// For a throttle, the empty bucket; `TG_BUCKET_KIND_NONE` otherwise.
+    /// For a throttle, the empty bucket; for exceeds, the bucket too small for the cost;
+    /// `TG_BUCKET_KIND_NONE` otherwise.
     pub bucket: tg_bucket_kind,
     /// For an unavailable decision, the resource that refused; `TG_CAUSE_NONE` otherwise.
     pub cause: tg_cause,
@@ -77,6 +83,7 @@ impl tg_decision {
         // The engine's one mapping of a decision to its kind, bucket, cause and status.
         let outcome = d.outcome();
         let kind = match (outcome.bucket(), outcome.cause()) {
+            (Some(_), _) if matches!(d, Decision::Exceeds { .. }) => tg_decision_kind::Exceeds,
             (Some(_), _) => tg_decision_kind::Throttle,
             (None, Some(_)) => tg_decision_kind::Unavailable,
             (None, None) => tg_decision_kind::Admit,

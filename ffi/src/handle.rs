@@ -25,10 +25,11 @@ impl Castable for tg_limiter {
 }
 
 /// The catalog entries, in the order of [`Handle::codes`].
-const ENTRIES: [CatalogEntry; 3] = [
+const ENTRIES: [CatalogEntry; 4] = [
     CatalogEntry::Throttled,
     CatalogEntry::OverCapacity,
     CatalogEntry::LimiterUnavailable,
+    CatalogEntry::CostExceeds,
 ];
 
 /// The index of `entry` in [`ENTRIES`] and [`Handle::codes`].
@@ -38,6 +39,7 @@ fn entry_index(entry: CatalogEntry) -> usize {
         CatalogEntry::Throttled => 0,
         CatalogEntry::OverCapacity => 1,
         CatalogEntry::LimiterUnavailable => 2,
+        CatalogEntry::CostExceeds => 3,
     }
 }
 
@@ -49,7 +51,7 @@ pub(crate) struct Handle {
     classes: AtomicU32,
     /// The catalog code of each `CatalogEntry` (in the order of `ENTRIES`), pointing into
     /// `interned`.
-    codes: [AtomicPtr<c_char>; 3],
+    codes: [AtomicPtr<c_char>; 4],
     /// Every code handed out since the handle was made, freed with it. The lock also serializes
     /// reloads, so that `codes` and `classes` end up matching the last one.
     pub(crate) interned: Mutex<Vec<CString>>,
@@ -139,5 +141,6 @@ fn default_code(entry: CatalogEntry) -> &'static CStr {
         CatalogEntry::Throttled => c"rate_limited",
         CatalogEntry::OverCapacity => c"over_capacity",
         CatalogEntry::LimiterUnavailable => c"limiter_unavailable",
+        CatalogEntry::CostExceeds => c"cost_exceeds_limit",
     }
 }

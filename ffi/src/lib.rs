@@ -23,7 +23,7 @@
 //!   reloads; the caller never frees it. [`tg_version`]'s string is static. Everything else
 //!   the caller passes in (buffers, output structs) stays the caller's.
 //! - **Threads.** A limiter may be used from any number of threads at once: `tg_admit`,
-//!   `tg_admit_anonymous`, `tg_route_class` and `tg_limiter_reload` may all run concurrently.
+//!   `tg_admit_anonymous`, their weighted `_n` forms, `tg_route_class` and `tg_limiter_reload` may all run concurrently.
 //!   Only `tg_limiter_free` needs every other call on that limiter to have returned.
 //! - **No panics cross the boundary.** Every body runs inside one `catch_unwind`; a panic (a bug
 //!   in tollgate) is reported as `TG_RESULT_PANIC`.
@@ -75,8 +75,9 @@ pub use decision::{tg_bucket_kind, tg_cause, tg_decision, tg_decision_kind, TG_R
 pub use error_message::tg_error_message;
 pub use handle::tg_limiter;
 pub use limiter::{
-    tg_admit, tg_admit_anonymous, tg_limiter_free, tg_limiter_new_from_yaml,
-    tg_limiter_new_from_yaml_err, tg_limiter_reload, tg_limiter_reload_err, tg_route_class,
+    tg_admit, tg_admit_anonymous, tg_admit_anonymous_n, tg_admit_n, tg_limiter_free,
+    tg_limiter_new_from_yaml, tg_limiter_new_from_yaml_err, tg_limiter_reload,
+    tg_limiter_reload_err, tg_route_class,
 };
 pub use profile_error::{tg_profile_error, TG_PROFILE_ERROR_MESSAGE_CAPACITY};
 pub use result::{tg_result, TG_ERROR_MESSAGE_CAPACITY};

@@ -146,6 +146,72 @@ pub unsafe extern "C" fn tg_admit(
     })
 }
 
+/// As `tg_admit`, for a request of weighted cost `n`: charges `n` tokens of both of the
+/// caller's buckets (and `n` shard slots), all or nothing. `n = 0` checks without charging (the
+/// answer `tg_admit` would give now). A cost larger than a bucket of the route class holds is
+/// `TG_DECISION_KIND_EXCEEDS` (HTTP 429, no wait: `retry_after_ms` is `TG_RETRY_AFTER_NONE`),
+/// and nothing is charged. `tg_admit_n(..., 1, out)` is `tg_admit(..., out)`.
+///
+/// # Safety
+/// As `tg_admit`.
+#[no_mangle]
+pub unsafe extern "C" fn tg_admit_n(
+    limiter: *const tg_limiter,
+    tenant: *const c_char,
+    tenant_len: usize,
+    principal: *const c_char,
+    principal_len: usize,
+    route_class: u32,
+    n: u32,
+    out: *mut tg_decision,
+) -> tg_result {
+    panic_boundary(|| {
+        // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
+        let handle = unsafe { borrow(limiter) }?;
+        // SAFETY: 1. `tenant` and `principal` are valid for their lengths during this call
+        // (caller's contract); the key borrows them only until `admit_n` returns.
+        let (tenant, principal) = unsafe {
+            (
+                str_arg(tenant, tenant_len)?,
+                str_arg(principal, principal_len)?,
+            )
+        };
+        let out = out_arg(out)?;
+        let key = Key::authenticated(tenant, principal, handle.class(route_class)?)?;
+        let decision = handle.decision(handle.limiter.admit_n(&key, n));
+        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
+        unsafe { out.write(decision) };
+        Ok(())
+    })
+}
+
+/// As `tg_admit_anonymous`, for a request of weighted cost `n` (see `tg_admit_n`).
+///
+/// # Safety
+/// As `tg_admit_anonymous`.
+#[no_mangle]
+pub unsafe extern "C" fn tg_admit_anonymous_n(
+    limiter: *const tg_limiter,
+    ip: *const u8,
+    ip_len: usize,
+    route_class: u32,
+    n: u32,
+    out: *mut tg_decision,
+) -> tg_result {
+    panic_boundary(|| {
+        // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
+        let handle = unsafe { borrow(limiter) }?;
+        // SAFETY: 1. `ip` is valid for `ip_len` bytes during this call (caller's contract).
+        let peer = unsafe { ip_arg(ip, ip_len) }?;
+        let out = out_arg(out)?;
+        let key = Key::anonymous(peer, handle.class(route_class)?);
+        let decision = handle.decision(handle.limiter.admit_n(&key, n));
+        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
+        unsafe { out.write(decision) };
+        Ok(())
+    })
+}
+
 /// Decides one request of an unauthenticated caller, keyed by its network prefix: `ip` is the
 /// address in network byte order, `ip_len` 4 (IPv4) or 16 (IPv6; IPv4-mapped addresses count as
 /// IPv4).

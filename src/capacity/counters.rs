@@ -56,21 +56,52 @@ impl ShardCounter {
     }
 
     /// Takes a slot in window `window` (or in the shard's newer window) unless `slots` are used.
+    #[cfg(any(test, all(tollgate_loom, feature = "loom")))]
+    #[inline]
     pub fn take(&self, window: u64, slots: u64) -> bool {
+        self.take_n(window, slots, 1).is_some()
+    }
+
+    /// Takes `n` slots in window `window` (or in the shard's newer window), all or none, unless
+    /// fewer than `n` of `slots` are left; returns the window id they were counted in (for
+    /// [`ShardCounter::give_back`]).
+    #[inline]
+    pub fn take_n(&self, window: u64, slots: u64, n: u64) -> Option<u64> {
         // Relaxed throughout: the count is the whole state; nothing else is published with it,
         // and the CAS makes every increment see the latest value (no window exceeds `slots`).
         let mut cur = self.0.load(Ordering::Relaxed);
         loop {
             let (id, used) = Self::current(cur, window);
-            if used >= slots {
-                return false;
+            if used + n > slots {
+                return None;
             }
-            let next = id << COUNT_BITS | (used + 1);
+            let next = id << COUNT_BITS | (used + n);
             match self
                 .0
                 .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
             {
-                Ok(_) => return true,
+                Ok(_) => return Some(id),
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    /// Gives back `n` slots taken in the window with id `counted` (what [`ShardCounter::take_n`]
+    /// returned). Nothing if the shard has moved on to a newer window: the old one's slots no
+    /// longer admit anyone, and giving them back in the new one would hand them out twice.
+    pub fn give_back(&self, counted: u64, n: u64) {
+        // Relaxed: as in `take_n`, the word is the whole state.
+        let mut cur = self.0.load(Ordering::Relaxed);
+        loop {
+            if cur >> COUNT_BITS != counted {
+                return;
+            }
+            let next = cur - n.min(cur & COUNT_MASK);
+            match self
+                .0
+                .compare_exchange_weak(cur, next, Ordering::Relaxed, Ordering::Relaxed)
+            {
+                Ok(_) => return,
                 Err(actual) => cur = actual,
             }
         }
@@ -92,5 +123,21 @@ mod tests {
         assert!(!c.take(8, 1));
         assert_eq!(c.used(7), 1);
         assert!(c.take(9, 1));
+    }
+
+    #[test]
+    fn n_slots_all_or_none_and_back() {
+        let c = ShardCounter::new();
+        assert_eq!(c.take_n(3, 5, 3), Some(3));
+        assert_eq!(c.take_n(3, 5, 3), None, "two left: none taken");
+        assert_eq!(c.used(3), 3);
+        c.give_back(3, 3);
+        assert_eq!(c.used(3), 0);
+        assert_eq!(c.take_n(3, 5, 5), Some(3));
+        assert_eq!(c.take_n(3, 5, 0), Some(3), "zero always fits");
+        // Window 4 began: a give-back for window 3 changes nothing.
+        assert_eq!(c.take_n(4, 5, 1), Some(4));
+        c.give_back(3, 5);
+        assert_eq!(c.used(4), 1);
     }
 }

@@ -11,6 +11,11 @@
 //! Order: the tenant's share first (a tenant over its share never touches the shard's count,
 //! so it cannot crowd out its neighbours even for an instant), then the shard. Either refusal
 //! leaves nothing taken.
+//!
+//! A weighted request of cost `n` takes `n` slots of both, all or none. A cost larger than
+//! the tenant's cap or the shard's slots can never be had in any window: it is refused with
+//! no `Retry-After` (the next window would refuse it too), which also says nothing of how
+//! full anything is.
 
 use core::time::Duration;
 use std::sync::Arc;
@@ -37,6 +42,16 @@ pub(crate) struct CapacityConfig {
     pub(crate) listed: DigestMap<(Option<u32>, u64)>,
     /// The shards' counters: kept across a reload unless the shard count or window changes.
     pub(crate) counters: Arc<[ShardCounter]>,
+}
+
+/// Where a request's slots were counted, so that they can be given back exactly.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Taken {
+    /// The end of the tenant's window they were counted in.
+    tenant_end: u64,
+    shard: usize,
+    /// The shard counter's window id they were counted in.
+    window: u64,
 }
 
 /// A request's place in shared capacity.
@@ -97,7 +112,7 @@ impl CapacityConfig {
         }
     }
 
-    /// Takes a tenant slot and a shard slot for a request at `now`, or neither.
+    /// Takes `n` tenant slots and `n` shard slots for a request at `now`, or none.
     #[inline]
     pub(crate) fn take(
         &self,
@@ -105,7 +120,8 @@ impl CapacityConfig {
         tenant: Digest,
         key: &Key<'_>,
         now: u64,
-    ) -> Result<(), Decision> {
+        n: u64,
+    ) -> Result<Taken, Decision> {
         let Place {
             shard,
             limit,
@@ -114,25 +130,48 @@ impl CapacityConfig {
             next_window,
         } = self.place(tenant, key, now);
         let counted = tenants
-            .take(tenant, now, (end, self.window_ns), limit)
+            .take(tenant, now, (end, self.window_ns), limit, n)
             .map_err(|cause| Decision::Unavailable {
-                // Which slot frees when depends on other callers: no wait for a full table.
-                retry_after: if cause == Cause::TableFull {
+                // Which slot frees when depends on other callers: no wait for a full table;
+                // a cost above the cap never fits: no wait either.
+                retry_after: if cause == Cause::TableFull || n > limit {
                     None
                 } else {
                     next_window
                 },
                 cause,
             })?;
-        match self.counters.get(shard) {
-            Some(counter) if counter.take(window, self.slots_per_window) => Ok(()),
-            _ => {
-                tenants.give_back(tenant, counted);
+        match self
+            .counters
+            .get(shard)
+            .and_then(|c| c.take_n(window, self.slots_per_window, n))
+        {
+            Some(window) => Ok(Taken {
+                tenant_end: counted,
+                shard,
+                window,
+            }),
+            None => {
+                tenants.give_back(tenant, counted, n);
                 Err(Decision::Unavailable {
-                    retry_after: next_window,
+                    retry_after: if n > self.slots_per_window {
+                        None
+                    } else {
+                        next_window
+                    },
                     cause: Cause::ShardFull,
                 })
             }
+        }
+    }
+
+    /// Gives back the `n` slots of both kinds that [`CapacityConfig::take`] took (see
+    /// `Tenants::give_back` and `ShardCounter::give_back` for windows that have moved on).
+    #[cold]
+    pub(crate) fn give_back(&self, tenants: &Tenants, tenant: Digest, taken: Taken, n: u64) {
+        tenants.give_back(tenant, taken.tenant_end, n);
+        if let Some(c) = self.counters.get(taken.shard) {
+            c.give_back(taken.window, n);
         }
     }
 

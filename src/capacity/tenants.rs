@@ -141,24 +141,27 @@ impl Tenants {
             .map_or(0, |t| window(Entry::of(t), window_end, window_ns).1)
     }
 
-    /// Takes one of the tenant's admissions unless it holds `cap`; returns the end of the
-    /// window it was counted in (for `give_back`), or the refusal.
+    /// Takes `n` of the tenant's admissions, all or none, unless fewer than `n` of its `cap`
+    /// are left; returns the end of the window they were counted in (for `give_back`), or the
+    /// refusal.
+    #[inline]
     pub(crate) fn take(
         &self,
         tenant: Digest,
         now: u64,
         (window_end, window_ns): (u64, u64),
         cap: u64,
+        n: u64,
     ) -> Result<u64, Cause> {
         let taken = self.table.update(tenant, &Unpartitioned, now, |t| {
             let e = Entry::of(t);
             let (end, used) = window(e, window_end, window_ns);
-            if used >= cap {
+            if used + n > cap {
                 Apply::Keep(None)
             } else {
                 let next = Entry {
                     end,
-                    count: used + 1,
+                    count: used + n,
                     ..e
                 };
                 Apply::Write(next.tats(), Some(end))
@@ -171,12 +174,13 @@ impl Tenants {
         }
     }
 
-    /// Gives back an admission taken in the window ending at `counted_end`.
-    pub(crate) fn give_back(&self, tenant: Digest, counted_end: u64) {
+    /// Gives back `n` admissions taken in the window ending at `counted_end` (nothing once the
+    /// tenant counts in a newer window).
+    pub(crate) fn give_back(&self, tenant: Digest, counted_end: u64, n: u64) {
         self.table.update_existing(tenant, |t| {
             let e = Entry::of(t);
             if e.end == counted_end && e.count > 0 {
-                let count = e.count - 1;
+                let count = e.count - n.min(e.count);
                 Apply::Write(Entry { count, ..e }.tats(), ())
             } else {
                 Apply::Keep(())
@@ -205,8 +209,14 @@ impl Tenants {
         held == Ok(true)
     }
 
+    /// One more identity slot for the tenant, whatever its cap: a restore (`snapshot`) puts
+    /// back slots the tenant held. `false` if the tenant has no entry and none can be had.
+    pub(crate) fn hold_restored(&self, tenant: Digest, now: u64) -> bool {
+        self.hold(tenant, now, u64::MAX)
+    }
+
     /// One identity slot less for the tenant. Its entry is there: it holds the slot.
-    fn unhold(&self, tenant: Digest) {
+    pub(crate) fn unhold(&self, tenant: Digest) {
         let found = self.table.update_existing(tenant, |t| {
             let e = Entry::of(t);
             debug_assert!(e.held > 0, "a tenant gives back a slot it does not hold");

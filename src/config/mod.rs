@@ -27,6 +27,13 @@ pub(crate) struct ClassConfig {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
     pub(crate) shadow: bool,
+    /// An admission that leaves the burst's TAT more than this far ahead of the clock left
+    /// less than `observability.near_limit` of the burst: it counts as near the limit.
+    pub(crate) near_limit_debt: u64,
+    /// `ceil(observability.near_limit * burst tokens)`: fewer tokens left is near the limit
+    /// (the Redis backend compares in its own microseconds).
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) near_limit_tokens: u64,
 }
 
 /// Everything a decision reads, for one profile.
@@ -60,6 +67,23 @@ fn limits(l: &RouteClassLimits) -> Limits {
         burst: Rate::new(l.burst.tokens.get(), l.burst.per.as_nanos()),
         sustained: Rate::new(l.sustained.tokens.get(), l.sustained.per.as_nanos()),
     }
+}
+
+/// `k = ceil(share * tokens)`: an admission that leaves fewer than `k` whole tokens of the burst
+/// is near the limit. In debt terms (nanoseconds the burst's TAT is ahead of the clock),
+/// `floor((tau - debt) / t) < k` exactly when `debt > tau - k * t`: `ClassConfig` keeps that
+/// threshold, computed once per profile, so the admitted path compares one integer. A share of
+/// 0 gives `k = 0` and the threshold `tau`, which no debt after an admission exceeds.
+fn near_limit_tokens(tokens: u64, share: f64) -> u64 {
+    // `share` is in [0, 1], so `k` is at most `tokens` and `k * t` at most `tau`. A product
+    // within float error of a whole number is that number (0.7 * 10 is 7.000000000000001).
+    let x = share * tokens as f64;
+    let k = if (x - x.round()).abs() <= 1e-9 * x.max(1.0) {
+        x.round()
+    } else {
+        x.ceil()
+    };
+    (k as u64).min(tokens)
 }
 
 impl Config {
@@ -155,9 +179,14 @@ impl Config {
             .iter()
             .map(|name| {
                 let l = profile.route_classes.get(name).expect("validated");
+                let limits = limits(l);
+                let near =
+                    near_limit_tokens(l.burst.tokens.get(), profile.observability.near_limit.get());
                 ClassConfig {
                     name: name.as_str().into(),
-                    limits: limits(l),
+                    near_limit_debt: limits.burst.tau - near * limits.burst.t,
+                    near_limit_tokens: near,
+                    limits,
                     shadow: l.mode.unwrap_or(profile.mode) == Mode::Shadow,
                 }
             })

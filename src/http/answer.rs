@@ -3,6 +3,7 @@
 use ::http::header::{HeaderMap, HeaderValue, CACHE_CONTROL, CONTENT_TYPE, RETRY_AFTER};
 use ::http::{Response, StatusCode};
 
+use super::grpc::write_grpc_status;
 use super::headers::{remaining_header, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID};
 use super::problem::{Problem, PROBLEM_JSON};
 use super::request_id::RequestId;
@@ -110,6 +111,25 @@ impl<'a> Answer<'a> {
         let headers = response.headers_mut();
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         self.write_headers(headers);
+        Some(response)
+    }
+
+    /// The refusal of a gRPC request (see [`is_grpc`](super::is_grpc)): a trailers-only
+    /// response, HTTP 200 with `grpc-status` (`RESOURCE_EXHAUSTED` for 429, `UNAVAILABLE` for
+    /// 503), the problem's `detail` as `grpc-message`, `grpc-retry-pushback-ms` where there is a
+    /// wait, the rate-limit headers as metadata, and an empty body (`B::default()`); `None` for
+    /// [`Decision::Admit`].
+    pub fn grpc_refusal<B: Default>(&self) -> Option<Response<B>> {
+        let problem = self.problem()?;
+        let mut response = Response::new(B::default());
+        let headers = response.headers_mut();
+        self.write_headers(headers);
+        write_grpc_status(
+            headers,
+            &self.decision,
+            &problem.detail,
+            self.profile.retry_after.max.get(),
+        );
         Some(response)
     }
 }

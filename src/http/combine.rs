@@ -9,6 +9,8 @@ use crate::decision::{BucketKind, Cause, Decision};
 /// response carries, keeping every layer's own answer for telemetry.
 ///
 /// The order, most restrictive first:
+/// 0. `Exceeds`: some layer will never admit the request at its cost, so waiting cannot help
+///    and no `Retry-After` is sent (429); the first such layer's bucket is named.
 /// 1. `Unavailable` with an unknown wait (`retry_after: None`): the wait is unknown, so no
 ///    `Retry-After` is sent, even if another layer knows a wait (a known wait would understate
 ///    an unknown one, and none is invented). Among several, `StoreUnavailable` is chosen before
@@ -58,12 +60,16 @@ impl Combined {
 
 /// The most restrictive of `decisions` with the longest known wait; see [`Combined`].
 pub fn combine(decisions: impl IntoIterator<Item = Decision>) -> Decision {
+    let mut exceeds: Option<BucketKind> = None;
     let mut unknown: Option<Cause> = None;
     let mut unavailable: Option<(Duration, Cause)> = None;
     let mut throttle: Option<(Duration, BucketKind)> = None;
     for d in decisions {
         match d {
             Decision::Admit => {}
+            Decision::Exceeds { bucket } => {
+                exceeds = exceeds.or(Some(bucket));
+            }
             Decision::Throttle {
                 retry_after,
                 bucket,
@@ -90,7 +96,9 @@ pub fn combine(decisions: impl IntoIterator<Item = Decision>) -> Decision {
             }
         }
     }
-    if let Some(cause) = unknown {
+    if let Some(bucket) = exceeds {
+        Decision::Exceeds { bucket }
+    } else if let Some(cause) = unknown {
         Decision::Unavailable {
             retry_after: None,
             cause,

@@ -7,6 +7,7 @@
 //! | --- | --- |
 //! | `answer` | [`Answer`]: a decision to status, headers and body |
 //! | `problem` | [`Problem`]: the RFC 9457 body of a refusal |
+//! | `grpc` | a refusal as a gRPC status ([`is_grpc`], `grpc-status`, `grpc-retry-pushback-ms`) |
 //! | `headers` | `RateLimit-Policy`, `RateLimit` and the other header names and values |
 //! | `request_id` | [`RequestId`]: the caller's `X-Request-Id`, checked, or a fresh one |
 //! | `combine` | [`Combined`]: the answer of several limiters on one request |
@@ -14,6 +15,7 @@
 //! | `cidr` | [`Cidr`]: trusted proxy networks |
 //! | `forwarded` | [`ForwardedHeader`]: reading `X-Forwarded-For` / `Forwarded` from the right |
 //! | `routes` | [`RouteTable`]: the profile's method and path globs, compiled |
+//! | `user_agent` | [`SdkMatcher`]: the `User-Agent` product token as a bounded SDK label |
 //!
 //! What a response says:
 //!
@@ -22,6 +24,7 @@
 //! | `Admit` | the handler's | `RateLimit-Policy`, `RateLimit` (opt-in), `X-Request-Id` ([`Answer`]; the tower layer only when asked) | the handler's |
 //! | `Throttle` | 429 | the above with `X-Request-Id`, `Retry-After`, `Cache-Control: no-store` | [`Problem`] |
 //! | `Unavailable` | 503 | the above, `Retry-After` only where computable, `Cache-Control: no-store` | [`Problem`] |
+//! | refusal of a gRPC request ([`is_grpc`]) | 200 | the above, `grpc-status` 8 (for 429) or 14 (for 503), `grpc-message`, `grpc-retry-pushback-ms` where there is a wait ([`Answer::grpc_refusal`]) | none (trailers-only) |
 //!
 //! Nothing written here is computed from another caller: the wait is the caller's own bucket or
 //! the capacity window (the same for everyone), the remaining tokens are the caller's own, and
@@ -55,16 +58,22 @@ mod caller;
 mod cidr;
 mod combine;
 mod forwarded;
+mod grpc;
 mod headers;
 mod problem;
 mod request_id;
 mod routes;
+mod user_agent;
 
 pub use answer::Answer;
 pub use caller::{Caller, KeyExtractor, PeerExtractor, VerifiedIdentity};
 pub use cidr::{Cidr, CidrError};
 pub use combine::{combine, Combined, LayerDecision};
 pub use forwarded::ForwardedHeader;
+pub use grpc::{
+    grpc_status, is_grpc, percent_encode_message, retry_pushback_ms, GRPC_MESSAGE,
+    GRPC_RESOURCE_EXHAUSTED, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_UNAVAILABLE,
+};
 pub(crate) use headers::Quota;
 pub use headers::{
     policy_header, remaining_header, BURST_POLICY, RATELIMIT, RATELIMIT_POLICY, SUSTAINED_POLICY,
@@ -73,3 +82,4 @@ pub use headers::{
 pub use problem::{Problem, PROBLEM_JSON};
 pub use request_id::{RequestId, MAX_REQUEST_ID_LEN};
 pub use routes::{RouteEntry, RouteTable};
+pub use user_agent::{SdkLabel, SdkMatcher, MAX_SCANNED_BYTES, MAX_SCANNED_PRODUCTS};

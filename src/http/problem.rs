@@ -49,6 +49,7 @@ impl<'a> Problem<'a> {
         let catalog = profile.catalog.entry(entry);
         let (title, status) = match entry {
             CatalogEntry::Throttled => ("Too Many Requests", 429),
+            CatalogEntry::CostExceeds => ("Request Cost Exceeds Limit", 429),
             CatalogEntry::OverCapacity | CatalogEntry::LimiterUnavailable => {
                 ("Service Unavailable", 503)
             }
@@ -63,6 +64,18 @@ impl<'a> Problem<'a> {
                 let name = bucket_policy(bucket);
                 (
                     format!("You have used your {name} quota for this route; {later}."),
+                    Some([name]),
+                )
+            }
+            // The caller's own class limits are public (the discovery document): naming the
+            // bucket tells nothing of anyone else.
+            Decision::Exceeds { bucket } => {
+                let name = bucket_policy(bucket);
+                (
+                    format!(
+                        "This request's cost is more than your {name} quota for this route can \
+                         hold when full; it will not be admitted at this cost, so do not retry it."
+                    ),
                     Some([name]),
                 )
             }

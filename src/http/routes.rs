@@ -55,23 +55,34 @@ impl RouteEntry {
         if self.method.as_ref().is_some_and(|m| m != method) {
             return false;
         }
-        let mut parts = path.strip_prefix('/').unwrap_or(path).split('/');
+        // What is left of the path after the segments matched so far, as `str::split('/')`
+        // would still yield it (`None`: no segment left), walked without a splitting iterator:
+        // a literal is compared in place, and only `*` searches for the next `/`.
+        let mut rest = Some(path.strip_prefix('/').unwrap_or(path));
         for segment in self.segments.iter() {
+            // `**` matches the rest, also when nothing is left (`/v1/**` matches `/v1`).
+            if let Segment::Rest = segment {
+                return true;
+            }
+            let Some(r) = rest else {
+                return false;
+            };
             match segment {
                 Segment::Rest => return true,
-                Segment::One => {
-                    if parts.next().is_none() {
-                        return false;
-                    }
-                }
+                Segment::One => rest = r.find('/').map(|i| &r[i + 1..]),
                 Segment::Literal(l) => {
-                    if parts.next() != Some(&**l) {
+                    let Some(after) = r.strip_prefix(&**l) else {
                         return false;
-                    }
+                    };
+                    rest = match after.as_bytes().first() {
+                        None => None,
+                        Some(b'/') => Some(&after[1..]),
+                        Some(_) => return false,
+                    };
                 }
             }
         }
-        parts.next().is_none()
+        rest.is_none()
     }
 }
 
@@ -136,5 +147,104 @@ impl RouteTable {
     /// The entry at `index`, from [`RouteTable::position`] on this same table.
     pub(crate) fn entry(&self, index: usize) -> &RouteEntry {
         &self.entries[index]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The matcher as first written, on `str::split`: the reference the in-place walk must
+    /// agree with.
+    fn reference(segments: &[Segment], path: &str) -> bool {
+        let mut parts = path.strip_prefix('/').unwrap_or(path).split('/');
+        for segment in segments {
+            match segment {
+                Segment::Rest => return true,
+                Segment::One => {
+                    if parts.next().is_none() {
+                        return false;
+                    }
+                }
+                Segment::Literal(l) => {
+                    if parts.next() != Some(&**l) {
+                        return false;
+                    }
+                }
+            }
+        }
+        parts.next().is_none()
+    }
+
+    #[test]
+    fn the_in_place_walk_agrees_with_splitting() {
+        let globs = [
+            "/v1/**",
+            "/v1",
+            "/v1/*",
+            "/v1/*/run",
+            "/*",
+            "/**",
+            "/",
+            "/v1/",
+            "/v1/*/",
+            "/a/b/c",
+            "/*/*",
+            "/v1/**/x",
+        ];
+        let paths = [
+            "",
+            "/",
+            "//",
+            "/v1",
+            "/v1/",
+            "/v1//",
+            "/v1/items",
+            "/v1/items/",
+            "/v1/a/run",
+            "/v1/a/b/run",
+            "/v10",
+            "/v1x/a",
+            "/a/b/c",
+            "/a/b/c/",
+            "/a/b",
+            "v1/items",
+            "/v1/run",
+            "/x/y",
+        ];
+        for glob in globs {
+            let segments: Box<[Segment]> = glob
+                .strip_prefix('/')
+                .unwrap_or(glob)
+                .split('/')
+                .map(|s| match s {
+                    "*" => Segment::One,
+                    "**" => Segment::Rest,
+                    lit => Segment::Literal(lit.into()),
+                })
+                .collect();
+            let entry = RouteEntry {
+                method: None,
+                segments: segments.clone(),
+                class: RouteClass(0),
+                class_name: "c".into(),
+                policy: HeaderValue::from_static("p"),
+                limits: crate::profile::Profile::from_yaml(
+                    "name: t\nidentities: { capacity: 8 }\nroute_classes:\n  c:\n    \
+                     burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 1, per: 1s }\n",
+                )
+                .unwrap()
+                .route_class("c")
+                .copied()
+                .unwrap(),
+            };
+            for path in paths {
+                assert_eq!(
+                    entry.matches(&Method::GET, path),
+                    reference(&segments, path),
+                    "glob {glob:?} path {path:?}"
+                );
+            }
+        }
     }
 }

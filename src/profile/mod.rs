@@ -23,6 +23,7 @@
 //! ```
 
 mod error;
+mod observability;
 mod ordered_map;
 mod period;
 mod scalars;
@@ -32,6 +33,9 @@ mod validate;
 mod yaml;
 
 pub use error::{ProfileError, ProfileErrorKind};
+pub use observability::{
+    Observability, SdkToken, SdkVersions, DEFAULT_NEAR_LIMIT, MAX_SDK_TOKEN_LEN, MAX_SDK_VERSIONS,
+};
 pub use ordered_map::{OrderedMap, MAX_NAME_LEN};
 pub use period::Period;
 pub use scalars::{

@@ -5,6 +5,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::error::ProfileError;
+use super::observability::Observability;
 use super::ordered_map::OrderedMap;
 use super::period::Period;
 use super::scalars::{
@@ -49,6 +50,9 @@ pub struct Profile {
     pub error_budget: Option<ErrorBudget>,
     /// The shared store (Redis backend).
     pub store: Store,
+    /// Operator signals: the near-limit threshold, the SDK versions labelled in metrics.
+    #[serde(skip_serializing_if = "Observability::is_default")]
+    pub observability: Observability,
 }
 
 /// [`Profile`] as parsed, before the checks that span fields. Only `Profile`'s deserializer
@@ -77,6 +81,8 @@ pub(super) struct RawProfile {
     error_budget: Option<ErrorBudget>,
     #[serde(default)]
     store: Store,
+    #[serde(default)]
+    observability: Observability,
 }
 
 impl RawProfile {
@@ -95,6 +101,7 @@ impl RawProfile {
             catalog: self.catalog,
             error_budget: self.error_budget,
             store: self.store,
+            observability: self.observability,
         }
     }
 }
@@ -297,6 +304,9 @@ pub enum CatalogEntry {
     OverCapacity,
     /// `catalog.limiter_unavailable`: the limiter's store (503).
     LimiterUnavailable,
+    /// `catalog.cost_exceeds`: a weighted request costs more than the caller's bucket holds
+    /// (429, no `Retry-After`).
+    CostExceeds,
 }
 
 /// `catalog:` what callers see. The codes are stable API.
@@ -312,6 +322,10 @@ pub struct Catalog {
     /// The limiter's store (503).
     #[serde(default = "default_limiter_unavailable")]
     pub limiter_unavailable: CatalogCode,
+    /// A weighted request whose cost is more than the caller's bucket can hold (429). Optional:
+    /// `cost_exceeds_limit` by default, so profiles written before weighted cost keep working.
+    #[serde(default = "default_cost_exceeds")]
+    pub cost_exceeds: CatalogCode,
 }
 
 impl Catalog {
@@ -321,6 +335,7 @@ impl Catalog {
             CatalogEntry::Throttled => &self.throttled,
             CatalogEntry::OverCapacity => &self.over_capacity,
             CatalogEntry::LimiterUnavailable => &self.limiter_unavailable,
+            CatalogEntry::CostExceeds => &self.cost_exceeds,
         }
     }
 }
@@ -340,6 +355,9 @@ fn default_over_capacity() -> CatalogCode {
 fn default_limiter_unavailable() -> CatalogCode {
     code("limiter_unavailable")
 }
+fn default_cost_exceeds() -> CatalogCode {
+    code("cost_exceeds_limit")
+}
 
 impl Default for Catalog {
     fn default() -> Self {
@@ -347,6 +365,7 @@ impl Default for Catalog {
             throttled: default_throttled(),
             over_capacity: default_over_capacity(),
             limiter_unavailable: default_limiter_unavailable(),
+            cost_exceeds: default_cost_exceeds(),
         }
     }
 }

@@ -40,7 +40,8 @@ impl Profile {
             }
             let pos = inner.location().map(|l| {
                 let last = path.rsplit('.').next().unwrap_or("");
-                refine_position(src, (l.line(), l.column()), last)
+                let at = (l.line(), l.column());
+                sequence_item(src, at, last).unwrap_or_else(|| refine_position(src, at, last))
             });
             let msg = if path == "." {
                 msg
@@ -153,6 +154,83 @@ fn refine_position(src: &str, (line, column): (usize, usize), key: &str) -> (usi
         }
         None => (line, column),
     }
+}
+
+/// serde_yaml_ng reports a bad entry of a list of scalars (`sdk_versions[2]`) at the list's
+/// start; this is the position of entry `N` itself, in a block (`- a`) or flow (`[a, b]`) list.
+/// `None` when `key` names no entry or the source there is not a list.
+fn sequence_item(src: &str, (line, column): (usize, usize), key: &str) -> Option<(usize, usize)> {
+    let n: usize = key.strip_suffix(']')?.rsplit_once('[')?.1.parse().ok()?;
+    let lines: Vec<&str> = src.lines().collect();
+    let first = lines.get(line.checked_sub(1)?)?;
+    let col = column.checked_sub(1)?;
+    let at = first.get(col..)?;
+    if at.starts_with('-') {
+        // Block: the entries are the lines with `-` at this column and only spaces before it.
+        let mut seen = 0;
+        for (i, l) in lines.iter().enumerate().skip(line - 1) {
+            let body = l.trim_start();
+            if body.is_empty() || body.starts_with('#') {
+                continue;
+            }
+            let indent = l.len() - body.len();
+            if indent < col || (indent == col && !body.starts_with('-')) {
+                return None;
+            }
+            if indent == col {
+                if seen == n {
+                    let value = body[1..].trim_start();
+                    return Some((i + 1, l.len() - value.len() + 1));
+                }
+                seen += 1;
+            }
+        }
+        return None;
+    }
+    if !at.starts_with('[') {
+        return None;
+    }
+    // Flow: entries are separated by commas at depth 1, outside quotes.
+    let (mut depth, mut seen, mut quote, mut escaped) = (0usize, 0usize, None::<char>, false);
+    let mut want_start = false;
+    for (i, l) in lines.iter().enumerate().skip(line - 1) {
+        let from = if i == line - 1 { col } else { 0 };
+        let mut after_space = true;
+        for (j, c) in l.char_indices().filter(|(j, _)| *j >= from) {
+            if want_start && !c.is_whitespace() {
+                if seen == n {
+                    return Some((i + 1, j + 1));
+                }
+                want_start = false;
+            }
+            match (quote, c) {
+                (Some(_), _) if escaped => escaped = false,
+                (Some('"'), '\\') => escaped = true,
+                (Some(q), c) if c == q => quote = None,
+                (Some(_), _) => {}
+                (None, '"' | '\'') => quote = Some(c),
+                (None, '[' | '{') => {
+                    depth += 1;
+                    want_start |= depth == 1;
+                }
+                (None, ']' | '}') => {
+                    depth = depth.checked_sub(1)?;
+                    if depth == 0 {
+                        return None;
+                    }
+                }
+                (None, ',') if depth == 1 => {
+                    seen += 1;
+                    want_start = true;
+                }
+                // A comment starts after a space; `a#b` is a scalar.
+                (None, '#') if after_space => break,
+                _ => {}
+            }
+            after_space = c.is_whitespace();
+        }
+    }
+    None
 }
 
 /// Finds `key: value` (block or flow style, value optionally quoted) in the source, for a

@@ -13,14 +13,17 @@
 --          the expiry margin (ms), the capacity window (us, 0 for none), a shard's slots per
 --          window and the tenant's cap of those. Parsed once per distinct string and cached
 --          (functions only; EVALSHA parses it every call)
--- args[2]  tokens to charge: "1" to admit, "0" to only look (peek)
+-- args[2]  tokens to charge, the request's cost n (weighted cost; the worker refuses a cost
+--          larger than a bucket before calling, `Decision::Exceeds`), or "0" to only look
+--          (peek: checked as for one token, nothing written)
 -- args[3]  deadline (us since the Unix epoch, the server's clock): a charging call that runs
 --          later charges nothing, its caller has already given up; "0" for none
 -- args[4]  the tenant's field in keys[2] (only with capacity)
 --
 -- Returns { outcome, wait_us, now_us }: outcome is tollgate's `Outcome::index` (0 admit,
 -- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full) or 255
--- (expired: past the deadline, nothing read or written); wait_us the exact wait (0 for admit).
+-- (expired: past the deadline, nothing read or written); wait_us the exact wait, or for an
+-- admission the burst's debt after it (its TAT minus now, for the near-limit count).
 --
 -- Cost: every redis.call, argument and number parsed (strtod) is a measurable part of a
 -- decision (`cargo bench --features redis --bench redis_cost`), so an admit makes four calls
@@ -30,7 +33,8 @@
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Every value here is an
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are
 -- at most 366 days plus 2^32 us (3.2e13), a TAT at most now + the largest tau of the profiles
--- that charged it, a window end at most now + window, counts at most 2^24. Sums, differences,
+-- that charged it, a window end at most now + window, counts at most 2^24, a cost t * n at
+-- most tau (n is at most the bucket's tokens). Sums, differences,
 -- comparisons and math.fmod of such integers are exact, and '<d' stores them exactly. The
 -- divisions by 1000 (us to ms) and 8000 only place an expiry: floor(m / 1000) is never below
 -- the true quotient's floor (rounding is monotonic and integers are representable), so an
@@ -154,5 +158,6 @@ local function admit(keys, args)
       end
     end
   end
-  return { 0, 0, now }
+  -- Admitted: the burst's debt after this request (us), for the near-limit count.
+  return { 0, nb - now, now }
 end

@@ -6,10 +6,10 @@ use core::time::Duration;
 use std::sync::Arc;
 use std::time::Instant;
 
-use ::redis::aio::{ConnectionManager, ConnectionManagerConfig};
-
+use super::connection::Connection;
 use super::deny::DenyCache;
 use super::script::Store;
+use super::topology::Topology;
 use super::RedisLimiter;
 use crate::engine::{random_secret, Engine, ObserveOptions};
 use crate::profile::{Profile, ProfileError};
@@ -27,6 +27,7 @@ pub struct RedisBuilder {
     pub(super) connect_timeout: Duration,
     pub(super) margin: Duration,
     pub(super) observe: ObserveOptions,
+    pub(super) replica_acks: u32,
 }
 
 /// Why [`RedisLimiter::connect`] failed.
@@ -108,6 +109,17 @@ impl RedisBuilder {
         self
     }
 
+    /// How many replicas must hold a decision's writes before it counts (`WAIT` after each
+    /// script call, on the node that ran it; fewer within the profile's `store.timeout` fails
+    /// the decision closed). Default: 1 on a Redis Cluster or with Sentinels, so that a
+    /// failover never forgets an admission; 0 on one node. 0 trades that guarantee for a
+    /// round trip less per decision (a failover may then forget the last admissions the old
+    /// primary had not yet replicated). See the README's "Failover" for the measured cost.
+    pub fn replica_acks(mut self, replicas: u32) -> Self {
+        self.replica_acks = replicas;
+        self
+    }
+
     /// Counts decisions per listed tenant too, as [`crate::Builder::per_tenant_metrics`] does.
     #[cfg(feature = "metrics")]
     pub fn per_tenant_metrics(mut self, on: bool) -> Self {
@@ -139,16 +151,14 @@ impl RedisBuilder {
     }
 
     async fn connect_inner(self) -> Result<RedisLimiter, ConnectError> {
-        let client = ::redis::Client::open(self.url.as_str())?;
-        let config = ConnectionManagerConfig::new()
-            .set_connection_timeout(Some(self.connect_timeout))
-            // Callers time out themselves (`store.timeout`); a slow answer still arrives.
-            .set_response_timeout(None)
-            // Reconnect soon after an outage ends: decisions resume within ~200ms of it.
-            .set_min_delay(Duration::from_millis(10))
-            .set_max_delay(Duration::from_millis(200))
-            .set_number_of_retries(4);
-        let mut conn = client.get_connection_manager_with_config(config).await?;
+        let topology = Topology::parse(&self.url)?;
+        let mut conn = Connection::open(
+            &topology,
+            self.connect_timeout,
+            self.replica_acks,
+            self.profile.store.timeout.get() / 2,
+        )
+        .await?;
         let secret = match self.secret {
             Some(s) => s,
             None => match std::env::var(KEY_SECRET_ENV) {
@@ -169,11 +179,10 @@ impl RedisBuilder {
     }
 }
 
-/// The secret kept in Redis: created once by the first worker (`SET NX`), then read by all.
-async fn stored_secret(
-    conn: &mut ConnectionManager,
-    prefix: &str,
-) -> Result<Vec<u8>, ConnectError> {
+/// The secret kept in Redis: created once by the first worker (`SET NX`), then read by all, and
+/// on the replicas (if the builder asks for acknowledgements) before anyone uses it: a secret a
+/// failover forgot would split every identity's budget in two.
+async fn stored_secret(conn: &mut Connection, prefix: &str) -> Result<Vec<u8>, ConnectError> {
     let key = format!("{prefix}:{{secret}}");
     let fresh: String = random_secret().iter().map(|b| format!("{b:02x}")).collect();
     let (secret,): (String,) = ::redis::pipe()
@@ -186,5 +195,6 @@ async fn stored_secret(
         .arg(&key)
         .query_async(conn)
         .await?;
+    conn.wait_for_replicas().await?;
     Ok(secret.into_bytes())
 }

@@ -14,9 +14,19 @@
 //!     Decision::Admit => { /* serve */ }
 //!     Decision::Throttle { .. } => { /* 429 */ }
 //!     Decision::Unavailable { .. } => { /* 503 */ }
+//!     Decision::Exceeds { .. } => { /* 429: a weighted cost larger than a bucket */ }
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! # Topologies
+//! The URL chooses: `redis://host:port/db` one node; `redis+cluster://h1:p1,h2:p2/` a Redis
+//! Cluster from seed nodes; `redis+sentinel://s1:p1,s2:p2/<master>[/db]` the primary the
+//! Sentinels monitor under `<master>` (credentials, `user:pass@` before the hosts, are the data
+//! nodes'). On a Cluster `MOVED` and `ASK` are followed and the code is loaded on every primary;
+//! with Sentinels the primary is looked up again every 250ms and whenever a request sees it fail
+//! or demoted. During a failover decisions fail closed; a new primary may lack the old one's last
+//! writes unless [`RedisBuilder::replica_acks`] makes each decision wait for a replica.
 //!
 //! # One round trip, one script
 //! Each decision is one `FCALL` of a Redis function (`admit.lua`, loaded with `FUNCTION LOAD`
@@ -99,9 +109,12 @@ use crate::published::PublishedLimits;
 use crate::{decision::Cause, Limiter};
 
 mod builder;
+mod connection;
 mod deny;
 mod script;
+mod sentinel;
 mod telemetry;
+mod topology;
 
 pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
 
@@ -131,7 +144,9 @@ impl RedisLimiter {
         RedisLimiter::builder(url, profile).connect().await
     }
 
-    /// Starts building a limiter on the Redis at `url` (`redis://host:port/db`).
+    /// Starts building a limiter on the Redis at `url`: `redis://host:port/db` (one node),
+    /// `redis+cluster://host:port,host:port/` (a Redis Cluster) or
+    /// `redis+sentinel://host:port,host:port/<master>[/db]` (see the module doc).
     pub fn builder(url: &str, profile: Profile) -> RedisBuilder {
         RedisBuilder {
             url: url.to_owned(),
@@ -142,6 +157,7 @@ impl RedisLimiter {
             connect_timeout: Duration::from_secs(1),
             margin: Duration::from_millis(100),
             observe: Default::default(),
+            replica_acks: 0,
         }
     }
 
@@ -175,6 +191,68 @@ impl RedisLimiter {
     /// refused request through.
     pub async fn evaluate(&self, key: &Key<'_>) -> Verdict {
         self.decide(key, true).await.0
+    }
+
+    /// Decides one request of weighted cost `n` and charges it if admitted, as
+    /// [`Limiter::admit_n`] does (the same rules for `n = 0` and for a cost larger than a
+    /// bucket, which is refused here without a round trip), in one round trip.
+    pub async fn admit_n(&self, key: &Key<'_>, n: u32) -> Decision {
+        self.evaluate_n(key, n).await.decision
+    }
+
+    /// [`RedisLimiter::admit_n`], also telling what the profile computed when shadow mode let a
+    /// refused request through.
+    pub async fn evaluate_n(&self, key: &Key<'_>, n: u32) -> Verdict {
+        self.evaluate_n_traced(key, n).await.0
+    }
+
+    /// [`RedisLimiter::evaluate_n`] and the server time the script decided at (`None` when no
+    /// round trip was made or the store did not answer): for tests that drive a reference
+    /// model on the server's clock, and for `admit_all`'s refunds.
+    #[doc(hidden)]
+    pub async fn evaluate_n_traced(&self, key: &Key<'_>, n: u32) -> (Verdict, Option<u64>) {
+        let cfg = self.engine.config.load_full();
+        if n > 0 {
+            if let Err(bucket) = cfg.class(key.class).limits.cost(n) {
+                let shadow = cfg.class(key.class).shadow;
+                let computed = Decision::Exceeds { bucket };
+                let elapsed = self.started.elapsed().as_nanos() as u64;
+                return (
+                    self.engine.conclude(&cfg, shadow, key, computed, elapsed),
+                    None,
+                );
+            }
+        }
+        self.decide_n(key, n).await
+    }
+
+    /// Admits every `(key, n)` in order, or none, as [`Limiter::admit_all`] does: at the first
+    /// refusal, each item admitted before it is given back with one call of a refund script
+    /// (exact for the buckets; its shard slots while their window lasts). One round trip per
+    /// item decided, plus one per refund.
+    pub async fn admit_all(&self, items: &[(Key<'_>, u32)]) -> Result<(), crate::Refused> {
+        // (item, server time) of each charge made so far.
+        let mut charged: Vec<(usize, u64)> = Vec::new();
+        for (index, (key, n)) in items.iter().enumerate() {
+            let (verdict, now) = self.evaluate_n_traced(key, *n).await;
+            if !verdict.decision.is_admit() {
+                let cfg = self.engine.config.load_full();
+                for &(i, now) in &charged {
+                    let (key, n) = &items[i];
+                    let digests = self.engine.hasher.digests(key);
+                    self.store.refund(&cfg, key, digests, *n, now).await;
+                }
+                return Err(crate::Refused {
+                    index,
+                    decision: verdict.decision,
+                });
+            }
+            // Charged only if the profile admitted it (not a shadowed refusal) and it cost.
+            if let (Decision::Admit, Some(now), true) = (verdict.computed, now, *n > 0) {
+                charged.push((index, now));
+            }
+        }
+        Ok(())
     }
 
     /// What [`RedisLimiter::admit`] would answer now, charging nothing.
@@ -214,21 +292,44 @@ impl RedisLimiter {
     /// The decision against the state in Redis (or the deny cache); a charging one is concluded
     /// by the engine (metrics, shadow mode), a peek only gets the shadow rule.
     async fn decide(&self, key: &Key<'_>, charge: bool) -> (Verdict, Option<u64>) {
+        self.decide_cost(key, charge, 1, charge).await
+    }
+
+    /// [`RedisLimiter::decide`] for a cost of `n` (0: checked as for one token, charged
+    /// nothing, and concluded like a charge). The caller refused a cost larger than a bucket.
+    async fn decide_n(&self, key: &Key<'_>, n: u32) -> (Verdict, Option<u64>) {
+        self.decide_cost(key, n > 0, n.max(1), true).await
+    }
+
+    async fn decide_cost(
+        &self,
+        key: &Key<'_>,
+        charge: bool,
+        n: u32,
+        conclude: bool,
+    ) -> (Verdict, Option<u64>) {
         let cfg = self.engine.config.load_full();
         let shadow = cfg.class(key.class).shadow;
         let (digest, tenant) = self.engine.hasher.digests(key);
-        let (computed, now) = match self.deny.as_ref().and_then(|d| d.get(digest)) {
+        // The deny cache knows one token does not fit: neither does more, but a wait for more
+        // is longer than the one cached, so a larger cost asks the store for its exact wait
+        // (and its throttle, about `n` tokens, is not one to cache).
+        let deny = self.deny.as_ref().filter(|_| n == 1);
+        let (computed, now, near) = match deny.and_then(|d| d.get(digest)) {
             Some(cached) => {
                 self.metrics.deny_hit();
-                (cached, None)
+                (cached, None, false)
             }
             None => {
                 let sent = Instant::now();
-                let result = self.store.call(&cfg, key, digest, tenant, charge).await;
+                let result = self
+                    .store
+                    .call(&cfg, key, (digest, tenant), charge, n)
+                    .await;
                 self.metrics.call(result.err(), sent.elapsed());
                 match result {
-                    Ok((decision, now)) => (decision, Some(now)),
-                    Err(_) => (script::STORE_UNAVAILABLE, None),
+                    Ok((decision, now, near)) => (decision, Some(now), near),
+                    Err(_) => (script::STORE_UNAVAILABLE, None, false),
                 }
             }
         };
@@ -238,12 +339,15 @@ impl RedisLimiter {
                 retry_after,
                 bucket,
             },
-        ) = (&self.deny, computed)
+        ) = (deny, computed)
         {
             deny.insert(digest, retry_after, bucket);
         }
-        let verdict = if charge {
+        let verdict = if conclude {
             let elapsed = self.started.elapsed().as_nanos() as u64;
+            if near {
+                self.engine.near_limit(&cfg, key);
+            }
             self.engine.conclude(&cfg, shadow, key, computed, elapsed)
         } else {
             Verdict::of(shadow, computed)
@@ -277,5 +381,20 @@ impl crate::Admission for RedisLimiter {
 
     fn evaluate(&self, key: &Key<'_>) -> impl core::future::Future<Output = Verdict> + Send {
         RedisLimiter::evaluate(self, key)
+    }
+
+    fn admit_n(
+        &self,
+        key: &Key<'_>,
+        n: u32,
+    ) -> impl core::future::Future<Output = Decision> + Send {
+        RedisLimiter::admit_n(self, key, n)
+    }
+
+    fn admit_all(
+        &self,
+        items: &[(Key<'_>, u32)],
+    ) -> impl core::future::Future<Output = Result<(), crate::Refused>> + Send {
+        RedisLimiter::admit_all(self, items)
     }
 }

@@ -7,9 +7,9 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::time::Instant;
 
-use ::redis::aio::ConnectionManager;
-use ::redis::{Cmd, ErrorKind, RedisError, Script};
+use ::redis::{Cmd, ErrorKind, FromRedisValue, RedisError, Script};
 
+use super::connection::Connection;
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Outcome};
 use crate::identity::{Digest, Key};
@@ -18,6 +18,9 @@ use crate::published::PublishedBucket;
 /// The decision code; see its header for the arguments and the number ranges. It defines
 /// `admit` and leaves registering or calling it to the two wrappers below.
 const BODY: &str = include_str!("admit.lua");
+
+/// Gives back one admitted call's charge (`admit_all`); see its header.
+const REFUND: &str = include_str!("refund.lua");
 
 /// What the script replied: ([`Outcome::index`] or [`EXPIRED`], wait in us, server time in us
 /// since the Unix epoch).
@@ -73,38 +76,63 @@ impl Failure {
     }
 }
 
-/// How the decision code is called: a Redis function (the class constants are parsed once per
-/// server and cached between calls, and no script cache lookup) or, where the server has no
-/// functions, a script by its SHA.
+/// How the code is called: Redis functions (the class constants are parsed once per server and
+/// cached between calls, and no script cache lookup) or, where the server has no functions,
+/// scripts by their SHA.
 enum Program {
-    Function {
-        /// `tollgate_<12 hex digits of the code's SHA-1>`: one name per version of the code, so
-        /// workers of two versions never replace each other's.
+    Functions {
+        /// `tollgate_<12 hex digits of the SHA-1 of both codes>`: one library per version of
+        /// the code, so workers of two versions never replace each other's. Its functions are
+        /// this name (a decision) and this name with `_refund`.
         name: String,
+        refund: String,
         library: String,
     },
-    Script(Script),
+    Scripts {
+        admit: Script,
+        refund: Script,
+    },
+}
+
+/// Which of the two programs a call runs.
+#[derive(Clone, Copy)]
+enum Entry {
+    Admit,
+    Refund,
 }
 
 impl Program {
-    /// The function library made of `BODY`.
-    fn function() -> Program {
-        let hash = Script::new(BODY).get_hash().to_owned();
+    /// The function library made of `BODY` and `REFUND`.
+    fn functions() -> Program {
+        let hash = Script::new(&format!("{BODY}{REFUND}"))
+            .get_hash()
+            .to_owned();
         let name = format!("tollgate_{}", &hash[..12]);
-        let library =
-            format!("#!lua name={name}\n{BODY}\nredis.register_function('{name}', admit)\n");
-        Program::Function { name, library }
+        let refund = format!("{name}_refund");
+        let library = format!(
+            "#!lua name={name}\n{BODY}\n{REFUND}\nredis.register_function('{name}', admit)\n\
+             redis.register_function('{refund}', refund)\n"
+        );
+        Program::Functions {
+            name,
+            refund,
+            library,
+        }
     }
 
-    /// The script made of `BODY`, for servers without functions.
-    fn script() -> Program {
-        Program::Script(Script::new(&format!("{BODY}\nreturn admit(KEYS, ARGV)\n")))
+    /// The scripts made of `BODY` and `REFUND`, for servers without functions.
+    fn scripts() -> Program {
+        Program::Scripts {
+            admit: Script::new(&format!("{BODY}\nreturn admit(KEYS, ARGV)\n")),
+            refund: Script::new(&format!("{REFUND}\nreturn refund(KEYS, ARGV)\n")),
+        }
     }
 }
 
-/// `FUNCTION LOAD`: Ok if the library is (now) there, `Ok(false)` if the server has no
-/// functions (before Redis 7).
-async fn load_library(conn: &mut ConnectionManager, library: &str) -> Result<bool, RedisError> {
+/// `FUNCTION LOAD` (on a Cluster the client sends it to every primary; replicas get it by
+/// replication): Ok if the library is (now) there, `Ok(false)` if the server has no functions
+/// (before Redis 7).
+async fn load_library(conn: &mut Connection, library: &str) -> Result<bool, RedisError> {
     let loaded: Result<String, RedisError> = ::redis::cmd("FUNCTION")
         .arg("LOAD")
         .arg(library)
@@ -112,20 +140,31 @@ async fn load_library(conn: &mut ConnectionManager, library: &str) -> Result<boo
         .await;
     match loaded {
         Ok(_) => Ok(true),
+        // Some primaries had it already (on a Cluster the others loaded it in the same call).
         Err(e) if e.to_string().contains("already exists") => Ok(true),
         Err(e) if e.to_string().to_ascii_lowercase().contains("unknown") => Ok(false),
         Err(e) => Err(e),
     }
 }
 
-/// The store: one connection (re-established in the background) and the loaded program.
+/// The store: one connection (re-established in the background) and the loaded programs.
 pub(super) struct Store {
-    conn: ConnectionManager,
+    conn: Connection,
     program: Program,
     pub(super) prefix: Box<str>,
     margin_ms: u64,
     /// The server's clock against ours, for the deadline a charging call carries.
     clock: ServerClock,
+}
+
+/// Where one decision's state lives (see `admit.lua`).
+struct Place {
+    /// The identity, then (with shared capacity) the shard's capacity hash.
+    keys: Vec<String>,
+    /// The tenant's field in the capacity hash (with shared capacity).
+    field: Option<String>,
+    /// The tenant's cap of its shard's slots (0 without capacity).
+    cap: u64,
 }
 
 /// A conservative estimate of `server time - local time` (both in microseconds; local time is
@@ -141,6 +180,7 @@ struct ServerClock {
     /// The estimate; 0 until the first sample (then no deadline is sent).
     offset: AtomicU64,
 }
+
 impl ServerClock {
     fn local_micros(&self) -> u64 {
         self.base.elapsed().as_micros() as u64
@@ -180,21 +220,22 @@ impl ServerClock {
 }
 
 impl Store {
-    /// Loads the decision code on `conn`: as a function library, or as a script where the server
-    /// has no functions.
+    /// Loads the code on `conn`: as a function library, or as scripts where the server has no
+    /// functions.
     pub(super) async fn new(
-        mut conn: ConnectionManager,
+        mut conn: Connection,
         prefix: String,
         margin: Duration,
     ) -> Result<Store, RedisError> {
-        let mut program = Program::function();
-        if let Program::Function { library, .. } = &program {
+        let mut program = Program::functions();
+        if let Program::Functions { library, .. } = &program {
             if !load_library(&mut conn, library).await? {
-                program = Program::script();
+                program = Program::scripts();
             }
         }
-        if let Program::Script(script) = &program {
-            script.prepare_invoke().load_async(&mut conn).await?;
+        if let Program::Scripts { admit, refund } = &program {
+            admit.prepare_invoke().load_async(&mut conn).await?;
+            refund.prepare_invoke().load_async(&mut conn).await?;
         }
         let clock = ServerClock {
             base: Instant::now(),
@@ -213,19 +254,8 @@ impl Store {
         })
     }
 
-    /// The keys and arguments of one decision (see `admit.lua`): `n` tokens to charge (0 for a
-    /// peek) and the deadline.
-    fn words(
-        &self,
-        cfg: &Config,
-        key: &Key<'_>,
-        digest: Digest,
-        tenant: Digest,
-        n: u32,
-        deadline: u64,
-    ) -> (Vec<String>, Vec<String>) {
-        let class = &cfg.published.route_classes[key.class.0 as usize];
-        let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
+    /// The keys a decision for `key` touches, the tenant's field and its cap.
+    fn place(&self, cfg: &Config, key: &Key<'_>, digest: Digest, tenant: Digest) -> Place {
         let capacity = cfg.capacity.as_ref();
         let (shard, cap) = match capacity {
             Some(c) => {
@@ -236,63 +266,146 @@ impl Store {
             None => (tenant.hi >> 50, 0),
         };
         let prefix = &self.prefix;
-        let (window, slots) = capacity.map_or((0, 0), |c| c.window_micros());
         let mut keys = vec![format!(
             "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
             digest.hi, digest.lo
         )];
+        let field = capacity.map(|_| {
+            keys.push(format!("{prefix}:{{{shard}}}:c"));
+            format!("{:016x}{:016x}", tenant.hi, tenant.lo)
+        });
+        Place { keys, field, cap }
+    }
+
+    /// The keys and arguments of one decision (see `admit.lua`): `n` tokens to charge (0 for a
+    /// peek) and the deadline; and the tenant's cap.
+    fn words(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        (digest, tenant): (Digest, Digest),
+        n: u32,
+        deadline: u64,
+    ) -> (Vec<String>, Vec<String>, u64) {
+        let class = &cfg.published.route_classes[key.class.0 as usize];
+        let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
+        let place = self.place(cfg, key, digest, tenant);
+        let (window, slots) = cfg.capacity.as_ref().map_or((0, 0), |c| c.window_micros());
         let mut args = vec![
             format!(
-                "{bt} {btau} {st} {stau} {} {window} {slots} {cap}",
-                self.margin_ms
+                "{bt} {btau} {st} {stau} {} {window} {slots} {}",
+                self.margin_ms, place.cap
             ),
             n.to_string(),
             deadline.to_string(),
         ];
-        if capacity.is_some() {
-            keys.push(format!("{prefix}:{{{shard}}}:c"));
-            args.push(format!("{:016x}{:016x}", tenant.hi, tenant.lo));
-        }
-        (keys, args)
+        args.extend(place.field);
+        (place.keys, args, place.cap)
     }
 
-    /// One decision, bounded by the profile's `store.timeout`: the decision and the server time
-    /// it was made at, or why there is none (the caller fails closed). A charging call carries
-    /// its deadline on the server's clock (see [`ServerClock`]): the code charges nothing past
-    /// it, so a call this side gave up on (503) is never charged later.
+    /// One decision, bounded by the profile's `store.timeout`: the decision, the server time it
+    /// was made at and whether an admission left less than `observability.near_limit` of the
+    /// burst; or why there is none (the caller fails closed). A charging call carries its
+    /// deadline on the server's clock (see [`ServerClock`]): the code charges nothing past it,
+    /// so a call this side gave up on (503) is never charged later. `n` is the cost (at least
+    /// 1, at most the class's smaller bucket: the caller checked); a peek is checked as for `n`
+    /// and charges nothing.
     pub(super) async fn call(
         &self,
         cfg: &Config,
         key: &Key<'_>,
-        digest: Digest,
-        tenant: Digest,
+        digests: (Digest, Digest),
         charge: bool,
-    ) -> Result<(Decision, u64), Failure> {
+        n: u32,
+    ) -> Result<(Decision, u64, bool), Failure> {
+        let class = &cfg.published.route_classes[key.class.0 as usize];
+        let [bt, btau] = micros(&class.burst);
         // Taken before the timeout starts: the caller gives up no earlier than this plus it.
         let sent = self.clock.local_micros();
-        let deadline = if charge {
-            self.clock.deadline(sent, cfg.store_timeout)
+        let (cost, deadline) = if charge {
+            (n, self.clock.deadline(sent, cfg.store_timeout))
+        } else {
+            (0, 0)
+        };
+        let (keys, args, cap) = self.words(cfg, key, digests, cost, deadline);
+        let reply = self.run::<ScriptReply>(Entry::Admit, &keys, &args);
+        let (outcome, wait, now) = match tokio::time::timeout(cfg.store_timeout, reply).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => return Err(Failure::of(&e)),
+            Err(_) => return Err(Failure::Timeout),
+        };
+        self.clock.observe(now, sent, self.clock.local_micros());
+        let mut decision = script_decision(outcome, wait)?;
+        // A cost above the tenant's cap or the shard's slots never fits: no wait.
+        if let Decision::Unavailable { retry_after, cause } = &mut decision {
+            let slots = cfg.capacity.as_ref().map_or(0, |c| c.window_micros().1);
+            let never = match cause {
+                Cause::TenantShare => u64::from(n) > cap,
+                Cause::ShardFull => u64::from(n) > slots,
+                _ => false,
+            };
+            if never {
+                *retry_after = None;
+            }
+        }
+        // An admission's `wait` is its burst's debt (us): near the limit when fewer than `k`
+        // tokens are left, `debt > tau - k * t` (see `config`).
+        let k = cfg.class(key.class).near_limit_tokens;
+        let near = decision.is_admit() && wait > btau.saturating_sub(k * bt);
+        Ok((decision, now, near))
+    }
+
+    /// Gives back what an admitted call of cost `n` decided at server time `now` charged (see
+    /// `refund.lua`), bounded by the timeout. A refund that fails leaves the caller charged:
+    /// never more admitted than the limits allow.
+    pub(super) async fn refund(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        (digest, tenant): (Digest, Digest),
+        n: u32,
+        now: u64,
+    ) {
+        let class = &cfg.published.route_classes[key.class.0 as usize];
+        let ([bt, _], [st, _]) = (micros(&class.burst), micros(&class.sustained));
+        let place = self.place(cfg, key, digest, tenant);
+        let (window, _) = cfg.capacity.as_ref().map_or((0, 0), |c| c.window_micros());
+        let end = if window > 0 {
+            now - now % window + window
         } else {
             0
         };
-        let (keys, args) = self.words(cfg, key, digest, tenant, u32::from(charge), deadline);
-        let reply = self.run(&keys, &args);
-        match tokio::time::timeout(cfg.store_timeout, reply).await {
-            Ok(Ok((outcome, wait, now))) => {
-                self.clock.observe(now, sent, self.clock.local_micros());
-                script_decision(outcome, wait).map(|d| (d, now))
-            }
-            Ok(Err(e)) => Err(Failure::of(&e)),
-            Err(_) => Err(Failure::Timeout),
-        }
+        let n64 = u64::from(n);
+        let mut args = vec![
+            (bt * n64).to_string(),
+            (st * n64).to_string(),
+            end.to_string(),
+            n.to_string(),
+        ];
+        args.extend(place.field);
+        let reply = self.run::<u8>(Entry::Refund, &place.keys, &args);
+        let _ = tokio::time::timeout(cfg.store_timeout, reply).await;
     }
 
-    /// `FCALL` (loading the library again if the server lost it: a restart without persistence,
-    /// `FUNCTION FLUSH`) or `EVALSHA` (the client loads the script on `NOSCRIPT`).
-    async fn run(&self, keys: &[String], args: &[String]) -> Result<ScriptReply, RedisError> {
+    /// `FCALL` (loading the library again if the node that runs it lost it: a restart without
+    /// persistence, `FUNCTION FLUSH`) or `EVALSHA` (the client loads the script on `NOSCRIPT`).
+    async fn run<T: FromRedisValue>(
+        &self,
+        entry: Entry,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<T, RedisError> {
         let mut conn = self.conn.clone();
         match &self.program {
-            Program::Function { name, library } => {
+            Program::Functions {
+                name,
+                refund,
+                library,
+            } => {
+                let name = match entry {
+                    Entry::Admit => name,
+                    Entry::Refund => refund,
+                };
                 let fcall = fcall(name, keys, args);
                 match fcall.query_async(&mut conn).await {
                     // Not found: nothing ran, so calling again cannot charge twice.
@@ -303,7 +416,11 @@ impl Store {
                     r => r,
                 }
             }
-            Program::Script(script) => {
+            Program::Scripts { admit, refund } => {
+                let script = match entry {
+                    Entry::Admit => admit,
+                    Entry::Refund => refund,
+                };
                 let mut inv = script.prepare_invoke();
                 for k in keys {
                     inv.key(k);
@@ -325,10 +442,10 @@ impl Store {
         digest: Digest,
         tenant: Digest,
     ) -> Vec<String> {
-        let (keys, args) = self.words(cfg, key, digest, tenant, 1, 0);
+        let (keys, args, _) = self.words(cfg, key, (digest, tenant), 1, 0);
         let (verb, target) = match &self.program {
-            Program::Function { name, .. } => ("FCALL", name.clone()),
-            Program::Script(s) => ("EVALSHA", s.get_hash().to_owned()),
+            Program::Functions { name, .. } => ("FCALL", name.clone()),
+            Program::Scripts { admit, .. } => ("EVALSHA", admit.get_hash().to_owned()),
         };
         let mut words = vec![verb.to_owned(), target, keys.len().to_string()];
         words.extend(keys);

@@ -20,9 +20,11 @@
 //!   already in its window) never looks at partitions.
 
 mod claim;
+mod persist;
 mod state;
 
 pub(crate) use claim::{Claimer, Unpartitioned};
+pub(crate) use persist::Occupant;
 
 pub(crate) use state::MAX_NOW;
 

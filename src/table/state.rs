@@ -91,7 +91,7 @@ const _: () = assert!(
 pub(crate) struct SlotState(u128);
 
 impl SlotState {
-    #[cfg(test)]
+    /// A never-used slot's word.
     pub(crate) const EMPTY: SlotState = SlotState(0);
 
     #[inline]

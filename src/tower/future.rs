@@ -12,11 +12,13 @@ use ::http::{Request, Response};
 use ::tower::Service;
 
 use super::outcome::RateLimitOutcome;
-use super::refusal::{respond, RefusalHook};
+use super::refusal::{respond, RefusalBody, RefusalHook};
 use super::service::Options;
 use super::state::{CompiledProfile, LayerState};
 use crate::admission::Admission;
-use crate::http::{Answer, Caller, Quota, RequestId, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID};
+use crate::http::{
+    is_grpc, Answer, Caller, Quota, RequestId, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID,
+};
 
 /// What an admitted response gets on its way out: computed in `call`, written when the inner
 /// service answers.
@@ -131,26 +133,27 @@ where
 }
 
 /// Everything a request that waits for its backend carries into its future.
-pub(super) struct Wait<A, X> {
+pub(super) struct Wait<A, X, M> {
     pub(super) state: Arc<LayerState<A, X>>,
     pub(super) compiled: Arc<CompiledProfile>,
     pub(super) route: usize,
     pub(super) caller: Caller,
     pub(super) options: Options,
     pub(super) on_refusal: Option<RefusalHook>,
+    pub(super) body: M,
 }
 
 /// Decides a request on a backend that waits (which `call` could not decide at once), and
 /// answers the refusal or calls `inner` and adds the rate-limit headers to its response.
-pub(super) async fn wait_and_respond<S, A, X, ReqBody, ResBody>(
+pub(super) async fn wait_and_respond<S, A, X, M, ReqBody, ResBody>(
     mut inner: S,
     mut request: Request<ReqBody>,
-    wait: Wait<A, X>,
+    wait: Wait<A, X, M>,
 ) -> Result<Response<ResBody>, S::Error>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>>,
     A: Admission,
-    ResBody: From<Vec<u8>>,
+    M: RefusalBody<ResBody>,
 {
     let Wait {
         state,
@@ -159,11 +162,13 @@ where
         caller,
         options,
         on_refusal,
+        body,
     } = wait;
     let entry = compiled.routes.entry(route);
     let profile = &*compiled.profile;
     let key = caller.key(entry.class());
     let verdict = state.admission.evaluate(&key).await;
+    compiled.record_sdk(request.headers(), verdict.computed.outcome());
     let remaining = if profile.expose_remaining {
         state.admission.remaining(&key).await
     } else {
@@ -179,7 +184,8 @@ where
         let answer = Answer::new(verdict.decision, profile, &request_id)
             .with_policy(entry.policy())
             .with_remaining(remaining, entry.limits());
-        let mut refusal = respond::<ResBody>(&answer, &request_id, on_refusal.as_ref());
+        let grpc = is_grpc(request.headers());
+        let mut refusal = respond(&answer, &request_id, on_refusal.as_ref(), grpc, &body);
         if options.outcome_in_response {
             refusal.extensions_mut().insert(outcome);
         }

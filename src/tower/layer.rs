@@ -7,7 +7,7 @@ use ::tower::Layer;
 
 use ::http::Response;
 
-use super::refusal::{RefusalContext, RefusalHook};
+use super::refusal::{BodyFromBytes, RefusalBody, RefusalContext, RefusalHook};
 use super::service::{Options, RateLimit};
 use super::state::LayerState;
 use crate::admission::Admission;
@@ -22,24 +22,33 @@ use crate::http::{KeyExtractor, PeerExtractor};
 /// always carries a request id, in its `X-Request-Id` header and its body: the caller's own
 /// when it sent one well-formed `X-Request-Id`, else a generated one. The methods below opt
 /// into more.
-pub struct RateLimitLayer<A, X = PeerExtractor> {
+///
+/// A gRPC request (`content-type: application/grpc...`, see [`crate::http::is_grpc`]) is
+/// refused with a gRPC status instead: `RESOURCE_EXHAUSTED` for 429, `UNAVAILABLE` for 503, with
+/// `grpc-retry-pushback-ms`, as a trailers-only response. Over tonic's server
+/// (`Server::builder().layer(..)`) give the layer tonic's body and peer address:
+/// `.refusal_body(|b| tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from(b))))`
+/// and `PeerExtractor::new().peer_addr_from(|e| e.get::<TcpConnectInfo>()?.remote_addr())`.
+pub struct RateLimitLayer<A, X = PeerExtractor, M = BodyFromBytes> {
     state: Arc<LayerState<A, X>>,
     options: Options,
     /// Kept out of the `Copy` options: the admitted path never touches its reference count.
     on_refusal: Option<RefusalHook>,
+    body: M,
 }
 
-impl<A, X> Clone for RateLimitLayer<A, X> {
+impl<A, X, M: Clone> Clone for RateLimitLayer<A, X, M> {
     fn clone(&self) -> Self {
         RateLimitLayer {
             state: Arc::clone(&self.state),
             options: self.options,
             on_refusal: self.on_refusal.clone(),
+            body: self.body.clone(),
         }
     }
 }
 
-impl<A, X> fmt::Debug for RateLimitLayer<A, X> {
+impl<A, X, M> fmt::Debug for RateLimitLayer<A, X, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimitLayer")
             .field("options", &self.options)
@@ -48,7 +57,7 @@ impl<A, X> fmt::Debug for RateLimitLayer<A, X> {
     }
 }
 
-impl<A, X> RateLimitLayer<A, X> {
+impl<A, X, M> RateLimitLayer<A, X, M> {
     /// Puts the [`RateLimitOutcome`](super::RateLimitOutcome) of every admitted request into
     /// its extensions, for handlers (e.g. to combine with their own limiter through
     /// [`crate::http::Combined`]). Costs an allocation per request where the request has no
@@ -89,13 +98,30 @@ impl<A, X> RateLimitLayer<A, X> {
     /// request id) and returns the response to send (status, headers, body), or `None` for
     /// tollgate's own problem response. Tollgate then writes its rate-limit headers over the
     /// hook's (`Retry-After`, `X-Request-Id`, `Cache-Control: no-store`, `RateLimit-Policy`),
-    /// so a client's back-off works whatever the body says. Runs only on refusals.
+    /// so a client's back-off works whatever the body says. Runs only on refusals, and not on
+    /// those of gRPC requests, which always get the gRPC status (a gRPC client reads no body).
     pub fn on_refusal<F>(mut self, hook: F) -> Self
     where
         F: Fn(&RefusalContext<'_>) -> Option<Response<Vec<u8>>> + Send + Sync + 'static,
     {
         self.on_refusal = Some(Arc::new(hook));
         self
+    }
+
+    /// Makes the bodies of refusals with `make` (see [`RefusalBody`]): for a service whose body
+    /// type is not `From<Vec<u8>>`, such as tonic's.
+    pub fn refusal_body<B, N: RefusalBody<B>>(self, make: N) -> RateLimitLayer<A, X, N> {
+        RateLimitLayer {
+            state: self.state,
+            options: self.options,
+            on_refusal: self.on_refusal,
+            body: make,
+        }
+    }
+
+    /// The backend.
+    pub fn admission(&self) -> &A {
+        &self.state.admission
     }
 }
 
@@ -114,23 +140,20 @@ impl<A: Admission, X: KeyExtractor> RateLimitLayer<A, X> {
             state: Arc::new(LayerState::new(admission, extractor)),
             options: Options::default(),
             on_refusal: None,
+            body: BodyFromBytes,
         }
-    }
-
-    /// The backend.
-    pub fn admission(&self) -> &A {
-        &self.state.admission
     }
 }
 
-impl<S, A, X> Layer<S> for RateLimitLayer<A, X> {
-    type Service = RateLimit<S, A, X>;
+impl<S, A, X, M: Clone> Layer<S> for RateLimitLayer<A, X, M> {
+    type Service = RateLimit<S, A, X, M>;
     fn layer(&self, inner: S) -> Self::Service {
         RateLimit::new(
             inner,
             Arc::clone(&self.state),
             self.options,
             self.on_refusal.clone(),
+            self.body.clone(),
         )
     }
 }

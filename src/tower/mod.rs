@@ -11,9 +11,9 @@
 //!    `Forwarded` / `X-Forwarded-For` only from trusted proxy networks);
 //! 3. asks the [`Admission`] backend (a [`Limiter`](crate::Limiter), or the Redis limiter) for a
 //!    decision, and answers a refusal itself with [`crate::http::Answer::refusal`] (with a request
-//!    id: the caller's well-formed `X-Request-Id`, or a generated one), or calls the inner
-//!    service and adds `RateLimit-Policy` (and, when the profile opts in, `RateLimit`) to its
-//!    response.
+//!    id: the caller's well-formed `X-Request-Id`, or a generated one; for a gRPC request, a
+//!    gRPC status instead, see [`crate::http::is_grpc`]), or calls the inner service and adds
+//!    `RateLimit-Policy` (and, when the profile opts in, `RateLimit`) to its response.
 //!
 //! Request ids on every response and [`RateLimitOutcome`] in the request or response
 //! extensions are options of the layer ([`RateLimitLayer::request_id_on_every_response`],
@@ -35,11 +35,18 @@
 //! request through: the backend says so in its [`Verdict`](crate::Verdict), and the refusal
 //! that would have been made is still reported in [`RateLimitOutcome`].
 //!
+//! With the `metrics` feature, and where the profile lists `observability.sdk_versions`, the
+//! layer counts every decision by client SDK (`tollgate_sdk_decisions_total{sdk, outcome}`:
+//! the listed `User-Agent` product token, `other` or `none`; see [`crate::http::SdkMatcher`]).
+//! A profile that lists none costs one branch: `User-Agent` is not read.
+//!
 //! The files, one idea each: `layer` (configuration only), `state` (what every clone shares:
 //! the backend, the extractor, the routes compiled for the profile in force), `service` (the
-//! tower service), `future` (the response future), `outcome` (what the layer decided). Who is
-//! calling and which route it is are HTTP questions, answered in [`crate::http`]; their types
-//! are re-exported here so that `tollgate::tower::{PeerExtractor, Cidr, ...}` keeps working.
+//! tower service), `future` (the response future), `refusal` (the refusal hook, the gRPC
+//! answer, the refusal's body type), `outcome` (what the layer decided), `sdk` (the
+//! SDK-version counters). Who is calling and which route it is are HTTP questions, answered in
+//! [`crate::http`]; their types are re-exported here so that
+//! `tollgate::tower::{PeerExtractor, Cidr, ...}` keeps working.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -59,13 +66,15 @@ mod future;
 mod layer;
 mod outcome;
 mod refusal;
+#[cfg(feature = "metrics")]
+mod sdk;
 mod service;
 mod state;
 
 pub use future::ResponseFuture;
 pub use layer::RateLimitLayer;
 pub use outcome::RateLimitOutcome;
-pub use refusal::RefusalContext;
+pub use refusal::{BodyFromBytes, RefusalBody, RefusalContext};
 pub use service::RateLimit;
 
 pub use crate::admission::Admission;

@@ -1,5 +1,6 @@
-//! The refusal hook: lets the user shape the 429/503 while tollgate keeps the decision, the
-//! `Retry-After` and the request id.
+//! The refusal: the hook that lets the user shape the 429/503 while tollgate keeps the decision,
+//! the `Retry-After` and the request id; the gRPC status for gRPC requests; and how the body of
+//! a refusal is made for the service's body type.
 
 use std::sync::Arc;
 
@@ -24,15 +25,56 @@ pub struct RefusalContext<'a> {
 pub(super) type RefusalHook =
     Arc<dyn Fn(&RefusalContext<'_>) -> Option<Response<Vec<u8>>> + Send + Sync>;
 
-/// The refusal for `answer`: the hook's response where it gives one, with tollgate's rate-limit
-/// headers written over it (so `Retry-After`, `X-Request-Id` and `Cache-Control: no-store` stay
+/// How the layer makes the body of its own refusals for a service whose body type is `B`.
+///
+/// The default, [`BodyFromBytes`], fits every body that is `From<Vec<u8>>` (axum's `Body`,
+/// `Full<Bytes>`, `Vec<u8>`). A body type without that conversion
+/// (tonic's `tonic::body::Body`) gets a function through
+/// [`RateLimitLayer::refusal_body`](super::RateLimitLayer::refusal_body), e.g.
+/// `|bytes| tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from(bytes)))`.
+/// Called only on refusals (a gRPC refusal's body is empty).
+pub trait RefusalBody<B>: Clone + Send + Sync + 'static {
+    /// The body holding `bytes`.
+    fn refusal_body(&self, bytes: Vec<u8>) -> B;
+}
+
+/// The default [`RefusalBody`]: `B::from(bytes)`.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct BodyFromBytes;
+
+impl<B: From<Vec<u8>>> RefusalBody<B> for BodyFromBytes {
+    fn refusal_body(&self, bytes: Vec<u8>) -> B {
+        B::from(bytes)
+    }
+}
+
+impl<B, F> RefusalBody<B> for F
+where
+    F: Fn(Vec<u8>) -> B + Clone + Send + Sync + 'static,
+{
+    fn refusal_body(&self, bytes: Vec<u8>) -> B {
+        self(bytes)
+    }
+}
+
+/// The refusal for `answer`: for a gRPC request (`grpc`), the gRPC status as a trailers-only
+/// response; else the hook's response where it gives one, with tollgate's rate-limit headers
+/// written over it (so `Retry-After`, `X-Request-Id` and `Cache-Control: no-store` stay
 /// whatever the hook did), else the default problem response.
 #[cold]
-pub(super) fn respond<B: From<Vec<u8>>>(
+pub(super) fn respond<B>(
     answer: &Answer<'_>,
     request_id: &RequestId,
     hook: Option<&RefusalHook>,
+    grpc: bool,
+    body: &impl RefusalBody<B>,
 ) -> Response<B> {
+    if grpc {
+        return answer
+            .grpc_refusal::<Vec<u8>>()
+            .expect("not an admit")
+            .map(|empty| body.refusal_body(empty));
+    }
     if let Some(hook) = hook {
         let cx = RefusalContext {
             decision: answer.decision(),
@@ -40,10 +82,13 @@ pub(super) fn respond<B: From<Vec<u8>>>(
             request_id,
         };
         if let Some(custom) = hook(&cx) {
-            let mut custom = custom.map(B::from);
+            let mut custom = custom.map(|b| body.refusal_body(b));
             answer.write_headers(custom.headers_mut());
             return custom;
         }
     }
-    answer.refusal::<B>().expect("not an admit")
+    answer
+        .refusal::<Vec<u8>>()
+        .expect("not an admit")
+        .map(|b| body.refusal_body(b))
 }

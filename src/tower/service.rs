@@ -10,10 +10,10 @@ use ::tower::Service;
 
 use super::future::{wait_and_respond, ResponseFuture, Stamp, Wait};
 use super::outcome::RateLimitOutcome;
-use super::refusal::{respond, RefusalHook};
+use super::refusal::{respond, BodyFromBytes, RefusalBody, RefusalHook};
 use super::state::LayerState;
 use crate::admission::Admission;
-use crate::http::{Answer, KeyExtractor, PeerExtractor, RequestId, X_REQUEST_ID};
+use crate::http::{is_grpc, Answer, KeyExtractor, PeerExtractor, RequestId, X_REQUEST_ID};
 
 /// What the layer was asked to add beyond the contract's headers (see the
 /// [`RateLimitLayer`](super::RateLimitLayer) methods). The default adds nothing, so that an
@@ -27,41 +27,45 @@ pub(super) struct Options {
 }
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
-pub struct RateLimit<S, A, X = PeerExtractor> {
+pub struct RateLimit<S, A, X = PeerExtractor, M = BodyFromBytes> {
     inner: S,
     state: Arc<LayerState<A, X>>,
     options: Options,
     on_refusal: Option<RefusalHook>,
+    body: M,
 }
 
-impl<S, A, X> RateLimit<S, A, X> {
+impl<S, A, X, M> RateLimit<S, A, X, M> {
     pub(super) fn new(
         inner: S,
         state: Arc<LayerState<A, X>>,
         options: Options,
         on_refusal: Option<RefusalHook>,
+        body: M,
     ) -> Self {
         RateLimit {
             inner,
             state,
             options,
             on_refusal,
+            body,
         }
     }
 }
 
-impl<S: Clone, A, X> Clone for RateLimit<S, A, X> {
+impl<S: Clone, A, X, M: Clone> Clone for RateLimit<S, A, X, M> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
             state: Arc::clone(&self.state),
             options: self.options,
             on_refusal: self.on_refusal.clone(),
+            body: self.body.clone(),
         }
     }
 }
 
-impl<S: fmt::Debug, A, X> fmt::Debug for RateLimit<S, A, X> {
+impl<S: fmt::Debug, A, X, M> fmt::Debug for RateLimit<S, A, X, M> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RateLimit")
             .field("inner", &self.inner)
@@ -71,7 +75,7 @@ impl<S: fmt::Debug, A, X> fmt::Debug for RateLimit<S, A, X> {
 }
 
 /// What `call` found out before calling anyone.
-enum Step<B, A, X> {
+enum Step<B, A, X, M> {
     /// No route matched: not limited.
     Unlimited,
     /// Admitted: call the inner service, then stamp its response.
@@ -80,17 +84,18 @@ enum Step<B, A, X> {
     /// path, and a small `Step` is cheap to hand out of the thread-local cache).
     Refused(Box<Response<B>>),
     /// The backend waits for its decision.
-    Wait(Box<Wait<A, X>>),
+    Wait(Box<Wait<A, X, M>>),
 }
 
-impl<S, A, X, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, A, X>
+impl<S, A, X, M, ReqBody, ResBody> Service<Request<ReqBody>> for RateLimit<S, A, X, M>
 where
     S: Service<Request<ReqBody>, Response = Response<ResBody>> + Clone + Send + 'static,
     S::Future: Send + 'static,
     A: Admission,
     X: KeyExtractor,
+    M: RefusalBody<ResBody>,
     ReqBody: Send + 'static,
-    ResBody: From<Vec<u8>> + Send + 'static,
+    ResBody: Send + 'static,
 {
     type Response = Response<ResBody>;
     type Error = S::Error;
@@ -104,6 +109,7 @@ where
         let options = self.options;
         let state = &self.state;
         let on_refusal = self.on_refusal.as_ref();
+        let body = &self.body;
         let step = state.with_compiled(|compiled| {
             let Some(route) = compiled
                 .routes
@@ -112,24 +118,28 @@ where
                 return Step::Unlimited;
             };
             let entry = compiled.routes.entry(route);
-            let caller = state.extractor.caller(&request);
-            let key = caller.key(entry.class());
-            let Some(verdict) = state.admission.evaluate_now(&key) else {
+            let profile = &*compiled.profile;
+            let decided = state.extractor.with_key(&request, entry.class(), |key| {
+                let verdict = state.admission.evaluate_now(key)?;
+                let remaining = if profile.expose_remaining {
+                    state.admission.remaining_now(key)
+                } else {
+                    None
+                };
+                Some((verdict, remaining))
+            });
+            let Some((verdict, remaining)) = decided else {
                 return Step::Wait(Box::new(Wait {
                     state: Arc::clone(state),
                     compiled: Arc::clone(compiled),
                     route,
-                    caller,
+                    caller: state.extractor.caller(&request),
                     options,
                     on_refusal: on_refusal.cloned(),
+                    body: body.clone(),
                 }));
             };
-            let profile = &*compiled.profile;
-            let remaining = if profile.expose_remaining {
-                state.admission.remaining_now(&key)
-            } else {
-                None
-            };
+            compiled.record_sdk(request.headers(), verdict.computed.outcome());
             let outcome = RateLimitOutcome {
                 decision: verdict.computed,
                 class: entry.class(),
@@ -154,6 +164,7 @@ where
                 outcome,
                 options,
                 on_refusal,
+                body,
             )
         });
         match step {
@@ -188,7 +199,7 @@ where
 // the same cold path just to be taken apart.
 #[allow(clippy::too_many_arguments)]
 #[cold]
-fn refuse<ReqBody, B: From<Vec<u8>>, A, X>(
+fn refuse<ReqBody, B, A, X, M: RefusalBody<B>>(
     request: &Request<ReqBody>,
     decision: &crate::Decision,
     profile: &crate::Profile,
@@ -197,12 +208,14 @@ fn refuse<ReqBody, B: From<Vec<u8>>, A, X>(
     outcome: RateLimitOutcome,
     options: Options,
     on_refusal: Option<&RefusalHook>,
-) -> Step<B, A, X> {
+    body: &M,
+) -> Step<B, A, X, M> {
     let request_id = RequestId::from_headers(request.headers());
     let answer = Answer::new(*decision, profile, &request_id)
         .with_policy(entry.policy())
         .with_remaining(remaining, entry.limits());
-    let mut refusal = respond::<B>(&answer, &request_id, on_refusal);
+    let grpc = is_grpc(request.headers());
+    let mut refusal = respond(&answer, &request_id, on_refusal, grpc, body);
     if options.outcome_in_response {
         refusal.extensions_mut().insert(outcome);
     }

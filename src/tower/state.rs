@@ -23,6 +23,9 @@ use crate::sync::unmodelled::{AtomicU64, Ordering};
 pub(super) struct CompiledProfile {
     pub(super) profile: Arc<Profile>,
     pub(super) routes: RouteTable,
+    /// `tollgate_sdk_decisions_total`, where the profile lists SDK versions.
+    #[cfg(feature = "metrics")]
+    pub(super) sdk: Option<super::sdk::SdkCounters>,
     /// The backend's generation the profile was read at (`None`: the backend has none).
     generation: Option<u64>,
 }
@@ -47,6 +50,19 @@ pub(super) struct LayerState<A, X> {
     compiled: RwLock<Arc<CompiledProfile>>,
 }
 
+impl CompiledProfile {
+    /// Counts a decision by the request's SDK label, where the profile lists SDK versions
+    /// (one branch otherwise: `User-Agent` is not read).
+    #[inline]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(super) fn record_sdk(&self, headers: &::http::HeaderMap, outcome: crate::Outcome) {
+        #[cfg(feature = "metrics")]
+        if let Some(sdk) = &self.sdk {
+            sdk.record(headers, outcome);
+        }
+    }
+}
+
 impl<A: Admission, X> LayerState<A, X> {
     pub(super) fn new(admission: A, extractor: X) -> Self {
         static NEXT_ID: AtomicU64 = AtomicU64::new(1);
@@ -65,6 +81,8 @@ impl<A: Admission, X> LayerState<A, X> {
         let profile = admission.profile();
         let routes = RouteTable::compile(&profile, |n| admission.route_class(n));
         Arc::new(CompiledProfile {
+            #[cfg(feature = "metrics")]
+            sdk: super::sdk::SdkCounters::new(&profile),
             profile,
             routes,
             generation,
@@ -143,6 +161,8 @@ impl<A: Admission, X> LayerState<A, X> {
     fn recompile(&self, profile: Arc<Profile>) -> Arc<CompiledProfile> {
         let routes = RouteTable::compile(&profile, |n| self.admission.route_class(n));
         let fresh = Arc::new(CompiledProfile {
+            #[cfg(feature = "metrics")]
+            sdk: super::sdk::SdkCounters::new(&profile),
             profile,
             routes,
             generation: None,

@@ -21,6 +21,28 @@ pub fn profile(capacity: u64, classes: &[ClassSpec]) -> Profile {
     Profile::from_yaml(&src).unwrap()
 }
 
+/// [`profile`] with shared capacity: one shard of `slots` per `window_ms`, which the one tenant
+/// may use whole (`tenant_share: 1.0`), as [`ModelCapacity`] models it.
+pub fn profile_with_capacity(
+    capacity: u64,
+    classes: &[ClassSpec],
+    window_ms: u64,
+    slots: u64,
+) -> Profile {
+    let mut src = format!(
+        "name: test\nidentities: {{ capacity: {capacity}, tenant_share: 1.0 }}\nroute_classes:\n"
+    );
+    for (i, (bt, bp, st, sp)) in classes.iter().enumerate() {
+        src += &format!(
+            "  c{i}:\n    burst: {{ tokens: {bt}, per: {bp}ms }}\n    sustained: {{ tokens: {st}, per: {sp}ms }}\n"
+        );
+    }
+    src += &format!(
+        "shared_capacity:\n  shards: 1\n  window: {window_ms}ms\n  slots_per_window: {slots}\n  tenant_share: 1.0\n"
+    );
+    Profile::from_yaml(&src).unwrap()
+}
+
 pub fn mock_limiter(profile: Profile) -> (Limiter, Arc<Mock>) {
     let (clock, mock) = Clock::mock();
     let limiter = Limiter::builder(profile)
@@ -58,16 +80,60 @@ impl ModelBucket {
     fn is_full_at(&self, now: u64) -> bool {
         self.credit + (now - self.last) >= self.tau
     }
-    /// Nanoseconds until one token is there.
-    fn wait(&self) -> u64 {
-        self.t.saturating_sub(self.credit)
+    /// Nanoseconds until `n` tokens are there (`n` at most the bucket's tokens).
+    fn wait_n(&self, n: u64) -> u64 {
+        (n * self.t).saturating_sub(self.credit)
     }
 }
 
-/// The reference model: per key, two buckets; admitted only if both have a token.
-#[derive(Default)]
+/// Shared capacity the obvious way, for one shard and one tenant that may use all of it
+/// (`tenant_share: 1.0`): `slots` per fixed window of `window_ns`.
+#[derive(Clone, Debug)]
+pub struct ModelCapacity {
+    pub window_ns: u64,
+    pub slots: u64,
+    /// (window number, slots used in it).
+    used: (u64, u64),
+}
+
+impl ModelCapacity {
+    pub fn new(window_ns: u64, slots: u64) -> Self {
+        ModelCapacity {
+            window_ns,
+            slots,
+            used: (0, 0),
+        }
+    }
+    /// Takes `n` slots at `now`, or refuses: the tenant's share is checked first, so with a
+    /// share of 1 every refusal is `TenantShare`; a cost above the slots has no wait.
+    fn take(&mut self, n: u64, now: u64) -> Result<(), Decision> {
+        let window = now / self.window_ns;
+        let used = if self.used.0 == window {
+            self.used.1
+        } else {
+            0
+        };
+        if used + n > self.slots {
+            let end = (window + 1) * self.window_ns;
+            return Err(Decision::Unavailable {
+                retry_after: (n <= self.slots).then(|| Duration::from_nanos(end - now)),
+                cause: tollgate::Cause::TenantShare,
+            });
+        }
+        self.used = (window, used + n);
+        Ok(())
+    }
+    fn check(&self, now: u64) -> Result<(), Decision> {
+        self.clone().take(1, now)
+    }
+}
+
+/// The reference model: per key, two buckets; admitted only if both have a token (`n` tokens,
+/// for a weighted cost) and, with shared capacity, the window has the slots.
+#[derive(Clone, Default)]
 pub struct Model {
     keys: HashMap<(String, usize), (ModelBucket, ModelBucket)>,
+    pub capacity: Option<ModelCapacity>,
 }
 
 impl Model {
@@ -89,7 +155,44 @@ impl Model {
     }
 
     pub fn admit(&mut self, key: &str, class: usize, spec: ClassSpec, now: u64) -> Decision {
+        self.admit_n(key, class, spec, now, 1)
+    }
+
+    /// A request of weighted cost `n`: `n = 0` answers as a cost of 1 would, charging nothing;
+    /// a cost above either bucket's tokens is `Exceeds` (the bucket with fewer tokens when both
+    /// are too small, the burst on a tie); otherwise both buckets need `n` tokens and shared
+    /// capacity `n` slots, and a capacity refusal charges nothing.
+    pub fn admit_n(
+        &mut self,
+        key: &str,
+        class: usize,
+        spec: ClassSpec,
+        now: u64,
+        n: u32,
+    ) -> Decision {
         let (bt, bp, st, sp) = spec;
+        let n = u64::from(n);
+        match (n > bt, n > st) {
+            (true, false) => {
+                return Decision::Exceeds {
+                    bucket: BucketKind::Burst,
+                }
+            }
+            (false, true) => {
+                return Decision::Exceeds {
+                    bucket: BucketKind::Sustained,
+                }
+            }
+            (true, true) => {
+                let bucket = if bt <= st {
+                    BucketKind::Burst
+                } else {
+                    BucketKind::Sustained
+                };
+                return Decision::Exceeds { bucket };
+            }
+            (false, false) => {}
+        }
         let (b, s) = self.keys.entry((key.to_owned(), class)).or_insert_with(|| {
             let mut b = ModelBucket::new(bt, bp * 1_000_000);
             let mut s = ModelBucket::new(st, sp * 1_000_000);
@@ -99,10 +202,18 @@ impl Model {
         });
         b.refill(now);
         s.refill(now);
-        let (wb, ws) = (b.wait(), s.wait());
+        let (wb, ws) = (b.wait_n(n.max(1)), s.wait_n(n.max(1)));
         if wb == 0 && ws == 0 {
-            b.credit -= b.t;
-            s.credit -= s.t;
+            let capacity = match (&mut self.capacity, n) {
+                (None, _) => Ok(()),
+                (Some(c), 0) => c.check(now),
+                (Some(c), n) => c.take(n, now),
+            };
+            if let Err(refused) = capacity {
+                return refused;
+            }
+            b.credit -= b.t * n;
+            s.credit -= s.t * n;
             return Decision::Admit;
         }
         let (wait, bucket) = if wb > ws {
@@ -114,5 +225,24 @@ impl Model {
             retry_after: Duration::from_nanos(wait),
             bucket,
         }
+    }
+
+    /// Every `(key, class, n)` admitted at `now`, or none: the model is left as it was at the
+    /// first refusal, which is returned with its index.
+    pub fn admit_all(
+        &mut self,
+        items: &[(&str, usize, u32)],
+        specs: &[ClassSpec],
+        now: u64,
+    ) -> Result<(), (usize, Decision)> {
+        let mut next = self.clone();
+        for (i, &(key, class, n)) in items.iter().enumerate() {
+            match next.admit_n(key, class, specs[class], now, n) {
+                Decision::Admit => {}
+                refused => return Err((i, refused)),
+            }
+        }
+        *self = next;
+        Ok(())
     }
 }

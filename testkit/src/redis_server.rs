@@ -22,10 +22,7 @@ impl RedisServer {
 
     /// [`RedisServer::start`] with more command-line arguments (e.g. `--loadmodule PATH`).
     pub fn start_with(extra: &[&str]) -> RedisServer {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .expect("a free loopback port")
-            .port();
+        let port = free_port();
         let mut s = RedisServer {
             port,
             child: None,
@@ -52,14 +49,7 @@ impl RedisServer {
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .unwrap_or_else(|e| {
-                panic!(
-                    "cannot start redis-server ({e}): the `redis` feature's tests need it on \
-                     PATH. Install it with `apt-get install redis-server` (Debian/Ubuntu) or \
-                     `brew install redis`, and stop any system instance it starts \
-                     (`service redis-server stop`)."
-                )
-            });
+            .unwrap_or_else(|e| missing("redis-server", e));
         self.child = Some(child);
         let deadline = Instant::now() + Duration::from_secs(10);
         while Instant::now() < deadline {
@@ -103,17 +93,7 @@ impl RedisServer {
     }
 
     fn try_cmd(&self, args: &[&str]) -> std::io::Result<String> {
-        let mut s = TcpStream::connect(("127.0.0.1", self.port))?;
-        s.set_read_timeout(Some(Duration::from_secs(5)))?;
-        let mut req = format!("*{}\r\n", args.len());
-        for a in args {
-            req += &format!("${}\r\n{a}\r\n", a.len());
-        }
-        s.write_all(req.as_bytes())?;
-        let mut r = BufReader::new(s);
-        let mut out = Vec::new();
-        read_reply(&mut r, &mut out)?;
-        Ok(out.join("\n"))
+        cmd_at(self.port, args)
     }
 
     /// Every key in the server.
@@ -134,6 +114,40 @@ impl RedisServer {
             .and_then(|rest| rest.split(',').next())
             .map_or(0, |n| n.parse().unwrap())
     }
+}
+
+/// Runs one command on the server at 127.0.0.1:`port`; the reply flattened to strings (arrays
+/// one element a line), an error reply as an error.
+pub fn cmd_at(port: u16, args: &[&str]) -> std::io::Result<String> {
+    let mut s = TcpStream::connect(("127.0.0.1", port))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    let mut req = format!("*{}\r\n", args.len());
+    for a in args {
+        req += &format!("${}\r\n{a}\r\n", a.len());
+    }
+    s.write_all(req.as_bytes())?;
+    let mut r = BufReader::new(s);
+    let mut out = Vec::new();
+    read_reply(&mut r, &mut out)?;
+    Ok(out.join("\n"))
+}
+
+/// A free loopback port (bound, then released: the caller binds it soon after).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free loopback port")
+        .port()
+}
+
+/// Panics, saying how to install it, when `binary` (`redis-server`, `redis-cli`) cannot start.
+pub fn missing(binary: &str, e: std::io::Error) -> ! {
+    panic!(
+        "cannot start {binary} ({e}): the Redis tests need `redis-server` and `redis-cli` on \
+         PATH. Install them with `apt-get install redis-server` (Debian/Ubuntu; it brings \
+         redis-tools) or `brew install redis`, and stop any system instance it starts \
+         (`service redis-server stop`)."
+    )
 }
 
 fn read_reply(r: &mut impl BufRead, out: &mut Vec<String>) -> std::io::Result<()> {

@@ -47,3 +47,35 @@ fn retry_after_corpus() {
 fn ffi_calls_corpus() {
     replay("ffi_calls", fuzz::ffi_calls::check);
 }
+
+#[test]
+fn snapshot_reader_corpus() {
+    replay("snapshot_reader", fuzz::snapshot_reader::check);
+}
+
+/// The checked-in valid seed is what this build writes: version 1 of the format has not
+/// drifted (a deliberate change bumps the version and regenerates the seed).
+#[test]
+fn snapshot_format_is_stable() {
+    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/snapshot_reader/seed-valid");
+    let checked_in = std::fs::read(&seed).unwrap();
+    assert_eq!(
+        checked_in,
+        fuzz::snapshot_reader::sample(),
+        "{} differs from what this build writes",
+        seed.display()
+    );
+    let (clock, _) = tollgate::quanta::Clock::mock();
+    let (_, stats) = tollgate::Limiter::builder(fuzz::snapshot_reader::profile())
+        .clock(clock)
+        .key_secret(fuzz::snapshot_reader::SECRET)
+        .wall_clock(|| std::time::UNIX_EPOCH)
+        .restore(&checked_in[..])
+        .unwrap();
+    // Header 56 bytes (two one-letter classes), 52 a record, 16 the end.
+    assert_eq!(stats.restored, (checked_in.len() as u64 - 56 - 16) / 52);
+    assert!(
+        stats.restored > 20,
+        "the seed has the identities it was made with"
+    );
+}

@@ -190,6 +190,18 @@ impl tollgate::tower::Admission for StoreDown {
             cause: tollgate::Cause::StoreUnavailable,
         }
     }
+    async fn admit_n(&self, key: &tollgate::Key<'_>, _n: u32) -> Decision {
+        tollgate::tower::Admission::admit(self, key).await
+    }
+    async fn admit_all(&self, items: &[(tollgate::Key<'_>, u32)]) -> Result<(), tollgate::Refused> {
+        match items.first() {
+            None => Ok(()),
+            Some((key, _)) => Err(tollgate::Refused {
+                index: 0,
+                decision: tollgate::tower::Admission::admit(self, key).await,
+            }),
+        }
+    }
 }
 
 #[tokio::test]
@@ -514,6 +526,17 @@ async fn an_async_backend_admits_through_the_waiting_future_with_options() {
         async fn admit(&self, key: &tollgate::Key<'_>) -> Decision {
             tokio::task::yield_now().await;
             Limiter::admit(&self.0, key)
+        }
+        async fn admit_n(&self, key: &tollgate::Key<'_>, n: u32) -> Decision {
+            tokio::task::yield_now().await;
+            Limiter::admit_n(&self.0, key, n)
+        }
+        async fn admit_all(
+            &self,
+            items: &[(tollgate::Key<'_>, u32)],
+        ) -> Result<(), tollgate::Refused> {
+            tokio::task::yield_now().await;
+            Limiter::admit_all(&self.0, items)
         }
     }
     let inner = service_fn(|req: Request<String>| {

@@ -289,3 +289,52 @@ fn combine_takes_the_most_restrictive_with_the_longest_known_wait() {
     assert_eq!(c.layers()[0].decision, admit);
     assert_eq!(c.layers()[1].layer, "application");
 }
+
+#[test]
+fn a_cost_larger_than_the_bucket_is_a_429_without_retry_after() {
+    let p = example();
+    let id = RequestId::parse("req-7").unwrap();
+    let exceeds = Decision::Exceeds {
+        bucket: BucketKind::Sustained,
+    };
+    let r: Response<Vec<u8>> = Answer::new(exceeds, &p, &id).refusal().unwrap();
+    assert_eq!(r.status(), 429);
+    let h = r.headers();
+    assert!(
+        h.get("retry-after").is_none(),
+        "no wait would help: none is sent"
+    );
+    assert_eq!(h["cache-control"], "no-store");
+    // The example profile predates weighted cost: its catalog has no `cost_exceeds`, so the
+    // default entry answers.
+    assert_eq!(
+        body(&r),
+        json!({
+            "type": "about:blank",
+            "title": "Request Cost Exceeds Limit",
+            "status": 429,
+            "detail": "This request's cost is more than your sustained quota for this route can \
+                       hold when full; it will not be admitted at this cost, so do not retry it.",
+            "code": "cost_exceeds_limit",
+            "request_id": "req-7",
+            "violated-policies": ["sustained"],
+        })
+    );
+    // A profile may name its own code.
+    let custom = Profile::from_yaml(
+        "name: c\nidentities: { capacity: 16 }\nroute_classes:\n  r:\n    \
+         burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 2, per: 1h }\n\
+         catalog:\n  cost_exceeds: { code: too_costly, type: \"https://errors.example.com/too-costly\" }\n",
+    )
+    .unwrap();
+    assert_eq!(exceeds.catalog_code(&custom), Some("too_costly"));
+    // Combined with other layers, it wins: waiting helps none of them.
+    assert_eq!(
+        combine([
+            unavailable(None, Cause::StoreUnavailable),
+            exceeds,
+            throttle(5_000, BucketKind::Burst)
+        ]),
+        exceeds
+    );
+}

@@ -3,8 +3,10 @@
 //! fail, saying how to install it.
 #![cfg(feature = "redis")]
 
+mod acks;
 mod decisions;
 mod outage;
 #[cfg(feature = "metrics")]
 mod telemetry;
+mod weighted;
 mod workers;

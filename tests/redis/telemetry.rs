@@ -256,3 +256,52 @@ fn store_round_trips_errors_and_deny_hits_are_recorded() {
     // Neither a timeout nor a connection error is a round trip.
     assert_eq!(value(&snap, "tollgate_store_round_trip_seconds", &[]), 0.0);
 }
+
+#[test]
+fn redis_counts_near_limit_admissions_like_the_embedded_limiter() {
+    let server = RedisServer::start();
+    // Burst 10 per hour (nothing refills during the test); 0.3 of 10 is 3 tokens.
+    let profile = || {
+        Profile::from_yaml(
+            "name: n\nidentities: { capacity: 64 }\nstore: { timeout: 5s }\n\
+             observability: { near_limit: 0.3 }\nroute_classes:\n  read:\n    \
+             burst: { tokens: 10, per: 1h }\n    sustained: { tokens: 1000, per: 1h }\n",
+        )
+        .unwrap()
+    };
+    let rt = runtime();
+    let counts = |admit: &dyn Fn() -> bool, snapshotter: &metrics_util::debugging::Snapshotter| {
+        let mut total = 0.0;
+        let mut out = Vec::new();
+        for _ in 0..11 {
+            admit();
+            total += value(&snapshot(snapshotter), "tollgate_near_limit_total", &[]);
+            out.push(total);
+        }
+        out
+    };
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let redis = metrics::with_local_recorder(&recorder, || {
+        rt.block_on(
+            RedisLimiter::builder(&server.url(), profile())
+                .key_secret(b"n")
+                .connect(),
+        )
+        .unwrap()
+    });
+    let key = Key::authenticated("acme", "alice", redis.route_class("read").unwrap()).unwrap();
+    let from_redis = counts(&|| rt.block_on(redis.admit(&key)).is_admit(), &snapshotter);
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let embedded =
+        metrics::with_local_recorder(&recorder, || Limiter::builder(profile()).build().unwrap());
+    let key = Key::authenticated("acme", "alice", embedded.route_class("read").unwrap()).unwrap();
+    let from_embedded = counts(&|| embedded.admit(&key).is_admit(), &snapshotter);
+
+    // Admissions leaving 2, 1 and 0 tokens (the 8th to the 10th); the 11th is refused.
+    let want = [0., 0., 0., 0., 0., 0., 0., 1., 2., 3., 3.];
+    assert_eq!(from_embedded, want);
+    assert_eq!(from_redis, want);
+}

@@ -226,3 +226,35 @@ async fn hung_attempts_time_out() {
     let err = send(&mut svc, req(Method::GET)).await.unwrap_err();
     assert_eq!((err.reason, err.attempts), (GiveUp::Attempts, 4));
 }
+
+#[tokio::test]
+async fn every_attempt_carries_the_sdk_product_token_after_the_callers_own() {
+    let (layer, _clock, _) = layer(7);
+    let mock = Mock::new(&[Step::Status(503), Step::Status(200)]);
+    let mut svc = layer.clone().layer(mock.clone());
+    send(&mut svc, req(Method::GET)).await.unwrap();
+    let mut own = req(Method::GET);
+    own.headers_mut().insert(
+        http::header::USER_AGENT,
+        http::HeaderValue::from_static("billing-sync/3.2 (linux)"),
+    );
+    send(&mut svc, own).await.unwrap();
+    let seen: Vec<String> = mock
+        .seen()
+        .iter()
+        .map(|r| r.headers()["user-agent"].to_str().unwrap().to_owned())
+        .collect();
+    let token = tollgate_client::PRODUCT_TOKEN;
+    assert_eq!(
+        token,
+        concat!("tollgate-client/", env!("CARGO_PKG_VERSION"))
+    );
+    // Two attempts of the first request (503 then 200), then one of the second.
+    let own = format!("billing-sync/3.2 (linux) {token}");
+    assert_eq!(seen, [token, token, own.as_str()]);
+
+    let mock = Mock::new(&[Step::Status(200)]);
+    let mut svc = layer.product_token(false).layer(mock.clone());
+    send(&mut svc, req(Method::GET)).await.unwrap();
+    assert!(mock.seen()[0].headers().get("user-agent").is_none());
+}

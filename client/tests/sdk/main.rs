@@ -6,4 +6,5 @@ mod hyper;
 mod layer;
 mod retry;
 mod retry_after;
+mod server_date;
 mod telemetry;

@@ -21,7 +21,7 @@ TG_RESULT_OK = 0
 TG_RETRY_AFTER_NONE = 2**64 - 1
 TG_ERROR_MESSAGE_CAPACITY = 128
 TG_PROFILE_ERROR_MESSAGE_CAPACITY = 512
-KINDS = {0: "ADMIT", 1: "THROTTLE", 2: "UNAVAILABLE"}
+KINDS = {0: "ADMIT", 1: "THROTTLE", 2: "UNAVAILABLE", 3: "EXCEEDS"}
 BUCKETS = {0: "-", 1: "burst", 2: "sustained"}
 
 
@@ -59,6 +59,8 @@ def load(path):
         "tg_route_class": (res, [lim, ctypes.c_char_p, size, ctypes.POINTER(ctypes.c_uint32)]),
         "tg_admit": (res, [lim, ctypes.c_char_p, size, ctypes.c_char_p, size, ctypes.c_uint32,
                            ctypes.POINTER(Decision)]),
+        "tg_admit_n": (res, [lim, ctypes.c_char_p, size, ctypes.c_char_p, size, ctypes.c_uint32,
+                             ctypes.c_uint32, ctypes.POINTER(Decision)]),
         "tg_admit_anonymous": (res, [lim, ctypes.c_char_p, size, ctypes.c_uint32,
                                      ctypes.POINTER(Decision)]),
         "tg_error_message": (res, [ctypes.c_uint32, ctypes.c_char_p, size,
@@ -130,6 +132,13 @@ def main():
         ip = bytes([192, 0, 2, 1])
         check(lib, lib.tg_admit_anonymous(handle, ip, len(ip), write, ctypes.byref(d)))
         print(f"anonymous 192.0.2.1 {describe(d)}")
+
+        # Weighted cost: n tokens in one request; more than the bucket holds is refused apart,
+        # with no wait (retrying never helps) and nothing charged.
+        for n in (3, 11):
+            check(lib, lib.tg_admit_n(handle, tenant, len(tenant), b"bob", 3, write, n,
+                                      ctypes.byref(d)))
+            print(f"weighted n={n:<3} {describe(d)}")
 
         # Errors are codes: an empty principal is refused and nothing is charged.
         try:

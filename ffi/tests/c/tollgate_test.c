@@ -1,6 +1,6 @@
 /*
- * The C ABI of tollgate, from C: admit, throttle with retry_after, anonymous keys, bad
- * arguments, profile errors, reload, error messages, and admits from several threads during a
+ * The C ABI of tollgate, from C: admit, throttle with retry_after, anonymous keys, weighted
+ * cost, bad arguments, profile errors, reload, error messages, and admits from several threads during a
  * reload. Built and run by tests/ffi_c.rs (linked dynamically and statically) and, under
  * valgrind, by tests/c/valgrind.sh.
  *
@@ -136,6 +136,36 @@ static void test_anonymous(tg_limiter *l, uint32_t write) {
     CHECK_RESULT(tg_admit_anonymous(l, NULL, 4, write, &s), TG_RESULT_NULL_ARGUMENT);
     CHECK_RESULT(tg_admit_anonymous(NULL, v4, 4, write, &s), TG_RESULT_NULL_ARGUMENT);
     CHECK_RESULT(tg_admit_anonymous(l, v4, 4, 99, &s), TG_RESULT_UNKNOWN_ROUTE_CLASS);
+    CHECK(is_sentinel(&s));
+}
+
+/* Weighted cost: n tokens at once, n = 0 checks, a cost above the burst of 2 is refused apart. */
+static void test_weighted(tg_limiter *l, uint32_t write) {
+    const uint8_t v4[4] = {198, 51, 100, 1};
+    tg_decision d;
+    CHECK_RESULT(tg_admit_n(l, S("acme"), S("carol"), write, 3, &d), TG_RESULT_OK);
+    CHECK(d.kind == TG_DECISION_KIND_EXCEEDS && d.http_status == 429);
+    CHECK(d.bucket == TG_BUCKET_KIND_BURST && d.cause == TG_CAUSE_NONE);
+    CHECK(d.retry_after_ms == TG_RETRY_AFTER_NONE);
+    CHECK(strcmp(d.code, "cost_exceeds_limit") == 0);
+    CHECK_RESULT(tg_admit_n(l, S("acme"), S("carol"), write, 0, &d), TG_RESULT_OK);
+    CHECK(d.kind == TG_DECISION_KIND_ADMIT);
+    /* Nothing was charged so far: both tokens are there, and go in one request. */
+    CHECK_RESULT(tg_admit_n(l, S("acme"), S("carol"), write, 2, &d), TG_RESULT_OK);
+    CHECK(d.kind == TG_DECISION_KIND_ADMIT);
+    CHECK_RESULT(tg_admit_n(l, S("acme"), S("carol"), write, 0, &d), TG_RESULT_OK);
+    CHECK(d.kind == TG_DECISION_KIND_THROTTLE && d.retry_after_ms >= 1 && d.retry_after_ms <= 500);
+    CHECK_RESULT(tg_admit_anonymous_n(l, v4, 4, write, 2, &d), TG_RESULT_OK);
+    CHECK(d.kind == TG_DECISION_KIND_ADMIT);
+    CHECK_RESULT(tg_admit_anonymous_n(l, v4, 4, write, 1, &d), TG_RESULT_OK);
+    CHECK(d.kind == TG_DECISION_KIND_THROTTLE);
+
+    tg_decision s = sentinel();
+    CHECK_RESULT(tg_admit_n(NULL, S("acme"), S("carol"), write, 1, &s), TG_RESULT_NULL_ARGUMENT);
+    CHECK_RESULT(tg_admit_n(l, NULL, 4, S("carol"), write, 1, &s), TG_RESULT_NULL_ARGUMENT);
+    CHECK_RESULT(tg_admit_n(l, S("acme"), S("carol"), 99, 1, &s), TG_RESULT_UNKNOWN_ROUTE_CLASS);
+    CHECK_RESULT(tg_admit_n(l, S("acme"), S("carol"), write, 1, NULL), TG_RESULT_NULL_ARGUMENT);
+    CHECK_RESULT(tg_admit_anonymous_n(l, v4, 3, write, 1, &s), TG_RESULT_INVALID_IP_LENGTH);
     CHECK(is_sentinel(&s));
 }
 
@@ -327,6 +357,7 @@ int main(void) {
 
     test_admit_and_throttle(l, write);
     test_anonymous(l, write);
+    test_weighted(l, write);
     test_bad_arguments(l, write);
     test_profile_errors();
     test_error_messages();

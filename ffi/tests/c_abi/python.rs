@@ -40,4 +40,22 @@ fn ctypes_example_admits_then_throttles() {
         stdout.contains("empty principal: tollgate error 7003"),
         "{stdout}"
     );
+    // Weighted: 3 of the burst of 10 fit; 11 never can.
+    assert!(
+        stdout
+            .lines()
+            .any(|l| l.starts_with("weighted n=3 ") && l.contains("ADMIT")),
+        "{stdout}"
+    );
+    let exceeds = stdout
+        .lines()
+        .find(|l| l.starts_with("weighted n=11 "))
+        .unwrap_or_else(|| panic!("no weighted n=11 line:\n{stdout}"));
+    assert!(
+        exceeds.contains("EXCEEDS")
+            && exceeds.contains("http=429")
+            && exceeds.contains("retry_after=- ")
+            && exceeds.contains("code='cost_exceeds_limit'"),
+        "{exceeds}"
+    );
 }

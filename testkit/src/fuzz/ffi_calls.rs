@@ -69,10 +69,14 @@ fn check_decision(r: tg_result, d: &tg_decision) {
     }
     let status = match d.kind {
         tg_decision_kind::Admit => 200,
-        tg_decision_kind::Throttle => 429,
+        tg_decision_kind::Throttle | tg_decision_kind::Exceeds => 429,
         tg_decision_kind::Unavailable => 503,
     };
     assert_eq!(d.http_status, status, "{d:?}");
+    if d.kind == tg_decision_kind::Exceeds {
+        assert_eq!(d.retry_after_ms, TG_RETRY_AFTER_NONE, "no made-up wait");
+        assert_ne!(d.bucket, tg_bucket_kind::None, "{d:?}");
+    }
     if d.kind == tg_decision_kind::Admit {
         assert_eq!(d.retry_after_ms, TG_RETRY_AFTER_NONE);
     } else {
@@ -111,14 +115,27 @@ pub fn check(data: &[u8]) {
                     Some(_) => assert_eq!(out, 77),
                 }
             }
-            1 | 2 => {
+            op @ (1 | 2) => {
                 let (tp, tn, ts) = b.buf(12);
                 let (pp, pn, ps) = b.buf(12);
                 let class = u32::from(b.u8() % 5);
                 let mut out = SENTINEL;
+                // 2: weighted, a cost from 0 (check) past the buckets (class a's burst is 2).
+                let n = (op == 2).then(|| match b.u8() {
+                    0xff => u32::MAX,
+                    x => u32::from(x % 5),
+                });
                 // SAFETY: as above.
-                let r = code(unsafe { tg_admit(lim, tp, tn, pp, pn, class, &mut out) });
+                let r = code(unsafe {
+                    match n {
+                        None => tg_admit(lim, tp, tn, pp, pn, class, &mut out),
+                        Some(n) => tg_admit_n(lim, tp, tn, pp, pn, class, n, &mut out),
+                    }
+                });
                 check_decision(r, &out);
+                if r == tg_result::Ok && n == Some(u32::MAX) {
+                    assert_eq!(out.kind, tg_decision_kind::Exceeds, "{out:?}");
+                }
                 // The documented order: tenant, principal (NULL, UTF-8), class, emptiness.
                 let arg = |s: Option<&[u8]>| match s {
                     None => Some(tg_result::NullArgument),
@@ -141,7 +158,14 @@ pub fn check(data: &[u8]) {
                 let class = u32::from(b.u8() % 4);
                 let mut out = SENTINEL;
                 // SAFETY: as above.
-                let r = code(unsafe { tg_admit_anonymous(lim, p.cast(), n, class, &mut out) });
+                let weighted = b.u8() & 1 == 1;
+                let r = code(unsafe {
+                    if !weighted {
+                        tg_admit_anonymous(lim, p.cast(), n, class, &mut out)
+                    } else {
+                        tg_admit_anonymous_n(lim, p.cast(), n, class, 2, &mut out)
+                    }
+                });
                 check_decision(r, &out);
                 match s {
                     None => assert_eq!(r, tg_result::NullArgument),

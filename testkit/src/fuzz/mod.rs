@@ -5,3 +5,4 @@ pub mod admit_sequence;
 pub mod ffi_calls;
 pub mod profile_yaml;
 pub mod retry_after;
+pub mod snapshot_reader;

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# Instructions per request that a rate-limit layer adds to axum, counted by callgrind (exact on
+# a shared, noisy machine, where criterion's nanoseconds move by 20% or more). For each tollgate
+# source tree given (default: this one), builds benches/instructions/layer_loop.rs against it in
+# a scratch crate and counts the whole program at N and 3N requests through `oneshot`, for axum
+# bare, behind tollgate's RateLimitLayer and behind tower_governor's GovernorLayer; the
+# difference over 2N is the per-request cost (start-up cancels out). Prints each layer's
+# instructions over bare, and tollgate's as a ratio of tower_governor's.
+#
+#   git worktree add /tmp/old <commit> && bash benches/layer_instructions.sh /tmp/old .
+#
+# Needs valgrind. N defaults to 20000.
+set -euo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+[ $# -eq 0 ] && set -- "$here"
+command -v valgrind >/dev/null || { echo "layer_instructions.sh: valgrind not found (apt-get install valgrind)" >&2; exit 1; }
+N=${N:-20000}
+scratch="${TMPDIR:-/tmp}/tollgate-layer-instructions"
+export CARGO_TARGET_DIR="$scratch/target"   # one build of axum and the peers for every tree
+for tree in "$@"; do
+    tree="$(cd "$tree" && pwd)"
+    name="l$(printf '%s' "$tree" | cksum | cut -d' ' -f1)"
+    dir="$scratch/$name"
+    mkdir -p "$dir/src"
+    cat > "$dir/Cargo.toml" <<TOML
+[package]
+name = "$name"
+version = "0.0.0"
+edition = "2021"
+publish = false
+[dependencies]
+tollgate = { path = "$tree" }
+axum = { version = "0.8", default-features = false, features = ["http1", "tokio", "json"] }
+tower_governor = "0.8"
+tower = { version = "0.5", default-features = false, features = ["util"] }
+tokio = { version = "1", features = ["rt"] }
+http = "1"
+serde_json = "1"
+[profile.release]
+debug = 1
+[workspace]
+TOML
+    cp "$here/benches/instructions/layer_loop.rs" "$dir/src/main.rs"
+    (cd "$dir" && cargo build -q --release)
+    count() {
+        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$CARGO_TARGET_DIR/release/$name" "$1" "$2" 2>&1 |
+            sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
+    }
+    per() { local a b; a=$(count "$1" "$N"); b=$(count "$1" $((3 * N))); echo $(( (b - a) / (2 * N) )); }
+    bare=$(per bare)
+    tollgate=$(per tollgate)
+    governor=$(per governor)
+    echo "$tree: bare $bare instructions per request; tollgate +$((tollgate - bare)); tower_governor +$((governor - bare)); tollgate/tower_governor $(awk -v a=$((tollgate - bare)) -v b=$((governor - bare)) 'BEGIN { printf "%.2f", a / b }')"
+done

@@ -1,0 +1,201 @@
+//! Building a limiter from a snapshot: the header checked against the profile and the secret
+//! before anything is allocated, then every record checked and put back at its slot, then the
+//! checksum; any refusal drops the half-built limiter and hands the builder back.
+
+use std::io::Read;
+
+use super::format::{Header, Input, Record, MAX_DEBT};
+use super::{RestoreError, RestoreStats, SnapshotError};
+use crate::bucket::Tats;
+use crate::config;
+use crate::identity::Digest;
+use crate::limiter::{Builder, Limiter};
+use crate::table::Occupant;
+
+impl Builder {
+    /// Builds the limiter with the state of a snapshot that [`Limiter::snapshot`] wrote (with
+    /// the same key secret, `identities.capacity`, anonymous prefixes and route classes; the
+    /// limits themselves may have changed, as on a reload).
+    ///
+    /// What each bucket owed at the snapshot is paid down by the wall-clock time since; a wall
+    /// clock that reads earlier than the snapshot counts as no time at all, so a restore never
+    /// leaves a bucket fuller than it was. Shared-capacity windows start empty.
+    ///
+    /// A refused snapshot changes nothing; the error says why and gives the builder back:
+    ///
+    /// ```no_run
+    /// # use tollgate::{Limiter, Profile};
+    /// # let profile = Profile::from_path("examples/profiles/example.yaml")?;
+    /// let builder = Limiter::builder(profile).key_secret(b"from your secret store");
+    /// let limiter = match std::fs::File::open("state.tgsnap") {
+    ///     Ok(file) => match builder.restore(file) {
+    ///         Ok((limiter, _stats)) => limiter,
+    ///         // Your choice: stop here, or log it and start with full buckets.
+    ///         Err(refused) => {
+    ///             eprintln!("snapshot refused: {refused}");
+    ///             refused.start_empty()?
+    ///         }
+    ///     },
+    ///     Err(_) => builder.build()?, // no snapshot yet
+    /// };
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
+    pub fn restore(self, reader: impl Read) -> Result<(Limiter, RestoreStats), RestoreError> {
+        let fallback = self.clone();
+        restore(self, reader).map_err(|cause| RestoreError::new(cause, fallback))
+    }
+}
+
+fn restore(b: Builder, reader: impl Read) -> Result<(Limiter, RestoreStats), SnapshotError> {
+    let secret = b.secret.clone().ok_or(SnapshotError::NoSecret)?;
+    let mut input = Input::new(reader);
+    let header = input.header()?;
+    check_header(&b, &secret, &header)?;
+    let limiter = b.build().map_err(SnapshotError::Build)?;
+    let now = limiter.now();
+    let wall = limiter.wall.unix_nanos();
+    // The downtime, by the wall clock; one that went back counts as none (never credit).
+    let elapsed = wall.saturating_sub(header.wall);
+    let mut stats = RestoreStats {
+        elapsed: core::time::Duration::from_nanos(elapsed),
+        wall_clock_went_back: wall < header.wall,
+        ..RestoreStats::default()
+    };
+    let mut previous: Option<u32> = None;
+    let mut seen = 0u64;
+    // The first bad record; the rest is still read, so that a corrupt file is reported as
+    // corrupt (its checksum) rather than by what the corruption happened to look like.
+    let mut malformed: Option<SnapshotError> = None;
+    loop {
+        let offset = input.offset;
+        let Some(r) = input.record()? else { break };
+        seen += 1;
+        if malformed.is_some() {
+            continue;
+        }
+        if let Err(what) = check_record(&limiter, &r, previous) {
+            malformed = Some(SnapshotError::Malformed { offset, what });
+            continue;
+        }
+        previous = Some(r.slot);
+        apply(&limiter, &r, now, elapsed, &mut stats);
+    }
+    let count = input.end()?;
+    if let Some(e) = malformed {
+        return Err(e);
+    }
+    if count != seen {
+        return Err(SnapshotError::Malformed {
+            offset: input.offset,
+            what: format!("the end says {count} records, the file has {seen}"),
+        });
+    }
+    Ok((limiter, stats))
+}
+
+/// The header against what the builder would build.
+fn check_header(b: &Builder, secret: &[u8], h: &Header) -> Result<(), SnapshotError> {
+    let p = &b.profile;
+    let capacity = p.identities.capacity.get();
+    if h.slots != capacity {
+        return Err(SnapshotError::CapacityMismatch {
+            snapshot: h.slots,
+            profile: capacity,
+        });
+    }
+    if h.fingerprint != config::key_hasher(p, secret).fingerprint() {
+        return Err(SnapshotError::SecretMismatch);
+    }
+    let prefixes = (p.anonymous.ipv4_prefix.get(), p.anonymous.ipv6_prefix.get());
+    if h.prefixes != prefixes {
+        return Err(SnapshotError::AnonymousPrefixes {
+            snapshot: h.prefixes,
+            profile: prefixes,
+        });
+    }
+    // A new limiter numbers its classes in profile order (`Config::new`).
+    let mut names = p.route_classes.iter().map(|(n, _)| n);
+    for (index, want) in h.classes.iter().enumerate() {
+        match names.next() {
+            Some(n) if n == want => {}
+            other => {
+                return Err(SnapshotError::RouteClasses {
+                    index,
+                    snapshot: want.clone(),
+                    profile: other.map(str::to_owned),
+                })
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A record no snapshot of this table would write is refused.
+fn check_record(l: &Limiter, r: &Record, previous: Option<u32>) -> Result<(), String> {
+    let valid = |d: Digest| d.lo & 1 == 1;
+    if (r.slot as usize) >= l.table.capacity() {
+        return Err(format!(
+            "slot {} of a table of {}",
+            r.slot,
+            l.table.capacity()
+        ));
+    }
+    if previous.is_some_and(|p| r.slot <= p) {
+        return Err(format!(
+            "slot {} after slot {}",
+            r.slot,
+            previous.unwrap_or(0)
+        ));
+    }
+    if !valid(r.digest) || !valid(r.partition) {
+        return Err(format!("slot {}: not a digest tollgate makes", r.slot));
+    }
+    if r.burst > MAX_DEBT || r.sustained > MAX_DEBT {
+        return Err(format!("slot {}: owes more than any bucket holds", r.slot));
+    }
+    if !l.table.within_window(r.digest, r.slot as usize) {
+        return Err(format!(
+            "slot {}: too far from its identity's home slot {}",
+            r.slot,
+            l.table.home_of(r.digest)
+        ));
+    }
+    Ok(())
+}
+
+/// Puts one checked record back, paid down by `elapsed`.
+fn apply(l: &Limiter, r: &Record, now: u64, elapsed: u64, stats: &mut RestoreStats) {
+    // A snapshot read while the identity moved to a later slot holds it twice: the later read
+    // is the later state, so it replaces the earlier.
+    if let Some(partition) = l.table.forget_restored(r.digest) {
+        l.tenants.unhold(partition);
+        stats.restored -= 1;
+        stats.duplicates += 1;
+    }
+    let (burst, sustained) = (
+        r.burst.saturating_sub(elapsed),
+        r.sustained.saturating_sub(elapsed),
+    );
+    if burst == 0 && sustained == 0 {
+        stats.expired += 1;
+        return;
+    }
+    if !l.tenants.hold_restored(r.partition, now) {
+        // The tenants' table has no entry for its tenant: it cannot be counted, so it is not
+        // put back (the only case where a restore grants credit; counted, never silent).
+        stats.dropped += 1;
+        return;
+    }
+    l.table.place_restored(
+        r.slot as usize,
+        Occupant {
+            digest: r.digest,
+            partition: r.partition,
+            tats: Tats {
+                burst: now + burst,
+                sustained: now + sustained,
+            },
+        },
+    );
+    stats.restored += 1;
+}

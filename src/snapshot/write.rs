@@ -1,0 +1,55 @@
+//! Taking a snapshot while the limiter serves: one pass over the table, slot by slot, with
+//! the table's own atomic loads; no lock, no pause of admits.
+
+use std::io::{self, Write};
+
+use super::format::{Header, Output, Record};
+use super::SnapshotStats;
+use crate::limiter::Limiter;
+
+impl Limiter {
+    /// Writes the state of every identity whose buckets are not full to `writer` (format in
+    /// [`crate::snapshot`]), while admits go on. Each identity's state is one it really had at
+    /// the instant its slot was read; what each bucket owes is counted from the *reference
+    /// instant*, read before the first slot, so a state read later is written as owing at
+    /// least what it did (never fuller). Shared-capacity windows are not written (see the
+    /// module doc). `writer` is buffered here; pass a `File` as it is.
+    pub fn snapshot(&self, writer: impl Write) -> io::Result<SnapshotStats> {
+        let cfg = self.engine.config.load();
+        // The reference instant: the monotonic reading first, then the wall clock, so that the
+        // wall time written is never earlier than the instant the debts are counted from.
+        let reference = self.now();
+        let wall = self.wall.unix_nanos();
+        let anon = cfg.profile.anonymous;
+        let header = Header {
+            slots: self.table.capacity() as u64,
+            fingerprint: self.engine.hasher.fingerprint(),
+            prefixes: (anon.ipv4_prefix.get(), anon.ipv6_prefix.get()),
+            classes: cfg.classes.iter().map(|c| c.name.to_string()).collect(),
+            wall,
+        };
+        drop(cfg);
+        let mut out = Output::new(writer);
+        out.header(&header)?;
+        let mut identities = 0u64;
+        for i in 0..self.table.capacity() {
+            let Some(o) = self.table.read_slot(i) else {
+                continue;
+            };
+            if o.tats.is_full(reference) {
+                // Indistinguishable from a new identity: nothing to keep.
+                continue;
+            }
+            out.record(&Record {
+                slot: i as u32,
+                digest: o.digest,
+                partition: o.partition,
+                burst: o.tats.burst.saturating_sub(reference),
+                sustained: o.tats.sustained.saturating_sub(reference),
+            })?;
+            identities += 1;
+        }
+        let bytes = out.finish(identities)?;
+        Ok(SnapshotStats { identities, bytes })
+    }
+}

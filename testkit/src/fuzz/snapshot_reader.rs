@@ -1,0 +1,127 @@
+//! The `snapshot_reader` check: what `fuzz/fuzz_targets/snapshot_reader.rs` runs on every input,
+//! and what `tests/engine/fuzz_corpus.rs` replays on stable over `fuzz/corpus/snapshot_reader/`.
+//!
+//! `Builder::restore` never panics on any bytes; it accepts or refuses, and a refusal hands
+//! back a builder that still builds. An accepted snapshot restores into a limiter whose own
+//! snapshot has the same records (the format round-trips: the wall clock is fixed at the Unix
+//! epoch, so no time passes and no debt is paid down). Each input is also tried with its two
+//! checksums recomputed, so that the checks behind them (records out of order, out of the
+//! table, too far from home, owing too much, counts that disagree) are reached too.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use tollgate::quanta::Clock;
+use tollgate::{Key, Limiter, Profile};
+
+/// The profile every input is restored under: 64 slots, two classes.
+pub fn profile() -> Profile {
+    Profile::from_yaml(
+        r#"
+name: fuzz-snapshot
+identities: { capacity: 64 }
+route_classes:
+  a:
+    burst:     { tokens: 3,  per: 1s }
+    sustained: { tokens: 50, per: 1h }
+  b:
+    burst:     { tokens: 1,  per: 1m }
+    sustained: { tokens: 20, per: 1d }
+"#,
+    )
+    .expect("a valid profile")
+}
+
+/// The secret every input is restored under.
+pub const SECRET: &[u8] = b"fuzz-snapshot-secret";
+
+/// A valid snapshot under [`profile`] and [`SECRET`], made the same way every time (mock
+/// clock, fixed wall clock, one thread): the corpus's `seed-valid` is this, and a test checks
+/// that it still is (the version 1 format does not drift).
+pub fn sample() -> Vec<u8> {
+    let (clock, mock) = Clock::mock();
+    let l = Limiter::builder(profile())
+        .clock(clock)
+        .key_secret(SECRET)
+        .wall_clock(|| UNIX_EPOCH + Duration::from_secs(1_790_000_000))
+        .build()
+        .expect("builds");
+    let (a, b) = (l.route_class("a").unwrap(), l.route_class("b").unwrap());
+    for i in 0..12u32 {
+        let p = format!("p{i}");
+        let t = if i % 3 == 0 { "acme" } else { "globex" };
+        for _ in 0..=(i % 4) {
+            let _ = l.admit(&Key::authenticated(t, &p, a).unwrap());
+        }
+        let _ = l.admit(&Key::authenticated(t, &p, b).unwrap());
+        mock.increment(Duration::from_millis(37));
+    }
+    let _ = l.admit(&Key::anonymous("192.0.2.7".parse().unwrap(), b));
+    let mut out = Vec::new();
+    l.snapshot(&mut out).expect("a Vec takes it");
+    out
+}
+
+/// The header's length (it ends with the wall clock and its checksum), if `data` has one.
+fn header_len(data: &[u8]) -> Option<usize> {
+    let count = u16::from_le_bytes(data.get(38..40)?.try_into().ok()?);
+    let mut at = 40;
+    for _ in 0..count {
+        at += 1 + usize::from(*data.get(at)?);
+    }
+    Some(at + 12)
+}
+
+/// `data` with its header and file checksums recomputed, where it is long enough to have them.
+fn with_checksums_fixed(data: &[u8]) -> Option<Vec<u8>> {
+    let h = header_len(data)?;
+    if data.len() < h + 16 {
+        return None;
+    }
+    let mut d = data.to_vec();
+    let crc = crc32fast::hash(&d[..h - 4]).to_le_bytes();
+    d[h - 4..h].copy_from_slice(&crc);
+    let n = d.len();
+    let crc = crc32fast::hash(&d[..n - 4]).to_le_bytes();
+    d[n - 4..].copy_from_slice(&crc);
+    Some(d)
+}
+
+/// Runs one input (as it is, and with its checksums fixed); panics on a failed check.
+pub fn check(data: &[u8]) {
+    restore_once(data);
+    if let Some(fixed) = with_checksums_fixed(data) {
+        restore_once(&fixed);
+    }
+}
+
+/// Restores `data`, if it is accepted, checks that it round-trips.
+fn restore_once(data: &[u8]) {
+    let (clock, _) = Clock::mock();
+    let builder = Limiter::builder(profile())
+        .clock(clock)
+        .key_secret(SECRET)
+        .wall_clock(|| UNIX_EPOCH);
+    let (limiter, stats) = match builder.restore(data) {
+        Ok(ok) => ok,
+        Err(refused) => {
+            let _ = refused.to_string();
+            refused
+                .start_empty()
+                .expect("the builder given back builds");
+            return;
+        }
+    };
+    assert_eq!(stats.expired, 0, "no time passed");
+    let mut again = Vec::new();
+    let written = limiter.snapshot(&mut again).expect("a Vec takes it");
+    assert_eq!(written.identities, stats.restored);
+    if stats.duplicates == 0 && stats.dropped == 0 {
+        let (h, h2) = (header_len(data).unwrap(), header_len(&again).unwrap());
+        // Records, end marker and count the same; headers differ only in the wall clock.
+        assert_eq!(
+            &data[h..data.len() - 4],
+            &again[h2..again.len() - 4],
+            "an accepted snapshot does not round-trip"
+        );
+    }
+}
