@@ -15,6 +15,10 @@
 //! | `tollgate_retry_after_seconds` | histogram | `route_class` |
 //! | `tollgate_capacity_rejection_ratio` | gauge | |
 //! | `tollgate_error_budget_exceeded` | gauge (0 or 1) | |
+//!
+//! The Redis backend (feature `redis`) records the same series, plus the store's own: round
+//! trips, errors by kind and deny-cache hits (`tollgate_store_*`, `tollgate_deny_cache_hits_total`;
+//! see the `redis` module's telemetry).
 
 use core::time::Duration;
 use std::sync::Arc;

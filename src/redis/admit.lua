@@ -1,115 +1,163 @@
 -- tollgate: one admission decision, atomically, on the server's clock.
 --
--- KEYS[1]  identity: "<burst TAT>:<sustained TAT>" (microseconds since the Unix epoch)
--- KEYS[2]  tenant's count in its shard's window: "<window end>:<count>" (only with capacity)
--- KEYS[3]  shard's count in the window:           "<window end>:<count>" (only with capacity)
--- ARGV[1]  "1" to charge (admit), "0" to only look (peek)
--- ARGV[2]  burst emission interval t (us)      ARGV[3]  burst tolerance tau = t * tokens (us)
--- ARGV[4]  sustained t (us)                    ARGV[5]  sustained tau (us)
--- ARGV[6]  capacity window (us), "0" for no shared capacity
--- ARGV[7]  slots per shard per window          ARGV[8]  the tenant's cap of those slots
--- ARGV[9]  extra milliseconds a key lives after it stops mattering
--- ARGV[10] deadline (us since the Unix epoch, the server's clock): a charging call that runs
+-- This chunk defines `admit(keys, args)`; tollgate appends either
+-- `redis.register_function(<name>, admit)` (loaded with FUNCTION LOAD, called with FCALL:
+-- Redis 7 and later) or `return admit(KEYS, ARGV)` (EVALSHA, older servers).
+--
+-- keys[1]  identity: both TATs and the expiry last set, struct-packed '<ddd' (24 bytes); the
+--          previous version's text "<burst TAT>:<sustained TAT>" is read too
+-- keys[2]  the shard's capacity hash (only with capacity): 'e' window end (us), 's' the shard's
+--          count, and per tenant digest the tenant's count, all for the window ending at 'e'
+-- args[1]  the route class's constants, "bt btau st stau margin window slots cap": emission
+--          interval and tolerance (tau = t * tokens) of the burst and sustained buckets (us),
+--          the expiry margin (ms), the capacity window (us, 0 for none), a shard's slots per
+--          window and the tenant's cap of those. Parsed once per distinct string and cached
+--          (functions only; EVALSHA parses it every call)
+-- args[2]  tokens to charge, the request's cost n (weighted cost; the worker refuses a cost
+--          larger than a bucket before calling, `Decision::Exceeds`), or "0" to only look
+--          (peek: checked as for one token, nothing written)
+-- args[3]  deadline (us since the Unix epoch, the server's clock): a charging call that runs
 --          later charges nothing, its caller has already given up; "0" for none
--- ARGV[11] the request's cost n in tokens and slots (weighted cost), at least 1; the worker
---          refuses a cost larger than a bucket before calling (`Decision::Exceeds`)
+-- args[4]  the tenant's field in keys[2] (only with capacity)
 --
 -- Returns { outcome, wait_us, now_us }: outcome is tollgate's `Outcome::index` (0 admit,
 -- 1 throttle (burst), 2 throttle (sustained), 3 tenant share used, 4 shard full) or 255
 -- (expired: past the deadline, nothing read or written); wait_us the exact wait, or for an
 -- admission the burst's debt after it (its TAT minus now, for the near-limit count).
 --
+-- Cost: every redis.call, argument and number parsed (strtod) is a measurable part of a
+-- decision (`cargo bench --features redis --bench redis_cost`), so an admit makes four calls
+-- (TIME, GET, SET, and HMGET + HSET with capacity), a refusal two, and the identity's expiry
+-- is rewritten only when it falls short (SET .. KEEPTTL otherwise, half the cost of PXAT).
+--
 -- Numbers: Lua numbers are doubles, exact for integers below 2^53. Every value here is an
 -- integer below 2^53: now is about 1.8e15 us in 2026 (2^53 us is the year 2255), t and tau are
 -- at most 366 days plus 2^32 us (3.2e13), a TAT at most now + the largest tau of the profiles
 -- that charged it, a window end at most now + window, counts at most 2^24, a cost t * n at
--- most tau (n is at most the bucket's tokens). Sums, differences and comparisons of such integers are
--- exact, and so is math.fmod (the window's start). The one inexact division turns an expiry
--- into whole milliseconds, rounded up by one and padded by the margin: it decides nothing.
--- Integers are written back with '%.0f', which prints them whole (tostring would cut them to
--- 14 significant digits).
+-- most tau (n is at most the bucket's tokens). Sums, differences,
+-- comparisons and math.fmod of such integers are exact, and '<d' stores them exactly. The
+-- divisions by 1000 (us to ms) and 8000 only place an expiry: floor(m / 1000) is never below
+-- the true quotient's floor (rounding is monotonic and integers are representable), so an
+-- expiry is never early. Milliseconds (about 1.8e12) print whole with tostring (14 digits); the
+-- window end in microseconds is written with '%.0f'.
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local write = ARGV[1] == '1'
-local bt, btau = tonumber(ARGV[2]), tonumber(ARGV[3])
-local st, stau = tonumber(ARGV[4]), tonumber(ARGV[5])
-local margin = tonumber(ARGV[9])
-local deadline = tonumber(ARGV[10])
-local n = tonumber(ARGV[11])
+local cache, cached = {}, 0
 
--- A call queued behind a stalled server (or a slow script) whose caller timed out: charge
--- nothing, neither buckets nor shared counts.
-if write and deadline > 0 and now > deadline then
-  return { 255, 0, now }
+-- The class constants of args[1] as numbers; at most 256 distinct strings are kept (a fleet has
+-- a handful, one per route class and profile), then the cache starts over.
+local function constants(s)
+  local p = cache[s]
+  if p then
+    return p
+  end
+  p = {}
+  for x in string.gmatch(s, '%d+') do
+    p[#p + 1] = tonumber(x)
+  end
+  if #p ~= 8 then
+    return redis.error_reply('tollgate: bad class constants')
+  end
+  if cached >= 256 then
+    cache, cached = {}, 0
+  end
+  cache[s], cached = p, cached + 1
+  return p
 end
 
-local function pair(key)
-  local v = redis.call('GET', key)
+local function admit(keys, args)
+  local t = redis.call('TIME')
+  local now = t[1] * 1000000 + t[2]
+  local n = tonumber(args[2])
+  -- A call queued behind a stalled server (or a slow script) whose caller timed out: charge
+  -- nothing, neither buckets nor shared counts.
+  if n > 0 then
+    local deadline = tonumber(args[3])
+    if deadline > 0 and now > deadline then
+      return { 255, 0, now }
+    end
+  end
+  local p = constants(args[1])
+  if p.err then
+    return p
+  end
+  local c = n > 0 and n or 1
+
+  -- Both buckets (GCRA). A missing key is a full bucket (TAT = now). The stored TATs are used
+  -- as they are, after a reload too (no clamp): a debt carries over in full and nothing a
+  -- refusal sees is ever written, so no sequence of reloads grants a token twice.
+  local tb, ts, exp = now, now, 0
+  local v = redis.call('GET', keys[1])
   if v then
-    local a, b = string.match(v, '^(%d+):(%d+)$')
-    if a then
-      return tonumber(a), tonumber(b)
+    if #v == 24 then
+      tb, ts, exp = struct.unpack('<ddd', v)
+    else
+      local a, b = string.match(v, '^(%d+):(%d+)$')
+      if a then
+        tb, ts = tonumber(a), tonumber(b)
+      end
+    end
+    if tb < now then
+      tb = now
+    end
+    if ts < now then
+      ts = now
     end
   end
-  return nil, nil
-end
-
--- Stores "a:b" until `expires_at` (us) has passed, plus the margin.
-local function store(key, a, b, expires_at)
-  local ms = math.max(math.floor((expires_at - now) / 1000), 0) + 1 + margin
-  redis.call('SET', key, string.format('%.0f:%.0f', a, b), 'PX', string.format('%.0f', ms))
-end
-
--- Both buckets (GCRA). A missing key is a full bucket (TAT = now). The stored TATs are used as
--- they are, after a reload too (no clamp): a debt carries over in full and nothing a refusal
--- sees is ever written, so no sequence of reloads grants a token twice.
-local rb, rs = pair(KEYS[1])
-local tb = rb or now
-local ts = rs or now
-local nb = math.max(tb, now) + bt * n
-local ns = math.max(ts, now) + st * n
-local wb = nb - (now + btau)
-local ws = ns - (now + stau)
-if wb > 0 or ws > 0 then
-  -- Nothing is charged, nothing is written.
-  -- The longest wait; a tie names the sustained bucket.
-  if wb > ws then
-    return { 1, wb, now }
-  end
-  return { 2, ws, now }
-end
-
--- Shared capacity: fixed windows on the server's clock; the tenant first, then the shard. A
--- stored window later than ours on the same grid is counted in (the clock stepped back): a
--- late request never resets a newer window.
-local window = tonumber(ARGV[6])
-local te, tc, se, sc
-if window > 0 then
-  local wend = now - math.fmod(now, window) + window
-  local function counted(key)
-    local e, c = pair(KEYS[key])
-    if e and e >= wend and math.fmod(e, window) == 0 then
-      return e, c
+  local nb, ns = tb + c * p[1], ts + c * p[3]
+  local wb, ws = nb - now - p[2], ns - now - p[4]
+  if wb > 0 or ws > 0 then
+    -- Nothing is charged, nothing is written. The longest wait; a tie names the sustained one.
+    if wb > ws then
+      return { 1, wb, now }
     end
-    return wend, 0
+    return { 2, ws, now }
   end
-  te, tc = counted(2)
-  if tc + n > tonumber(ARGV[8]) then
-    return { 3, wend - now, now }
-  end
-  se, sc = counted(3)
-  if sc + n > tonumber(ARGV[7]) then
-    return { 4, wend - now, now }
-  end
-end
 
-if write then
-  store(KEYS[1], nb, ns, math.max(nb, ns))
+  -- Shared capacity: fixed windows on the server's clock; the tenant first, then the shard. A
+  -- stored window later than ours on the same grid is counted in (the clock stepped back): a
+  -- late request never resets a newer window.
+  local window = p[6]
+  local e, sc, tc, fresh
   if window > 0 then
-    store(KEYS[2], te, tc + n, te)
-    store(KEYS[3], se, sc + n, se)
+    local wend = now - math.fmod(now, window) + window
+    local r = redis.call('HMGET', keys[2], 'e', 's', args[4])
+    e = tonumber(r[1])
+    if e and e >= wend and math.fmod(e, window) == 0 then
+      sc, tc = tonumber(r[2]) or 0, tonumber(r[3]) or 0
+    else
+      e, sc, tc, fresh = wend, 0, 0, true
+    end
+    if tc + c > p[8] then
+      return { 3, wend - now, now }
+    end
+    if sc + c > p[7] then
+      return { 4, wend - now, now }
+    end
   end
+
+  if n > 0 then
+    -- The key must outlive the instant both buckets are full again (`need`, in ms). Its expiry
+    -- is set to that plus the margin plus an eighth of the time left, and rewritten only once
+    -- a later charge needs more: a key that keeps being charged rarely pays for PXAT.
+    local m = nb > ns and nb or ns
+    local need = math.floor(m / 1000) + 1
+    if exp >= need then
+      redis.call('SET', keys[1], struct.pack('<ddd', nb, ns, exp), 'KEEPTTL')
+    else
+      exp = need + p[5] + math.floor((m - now) / 8000)
+      redis.call('SET', keys[1], struct.pack('<ddd', nb, ns, exp), 'PXAT', tostring(exp))
+    end
+    if window > 0 then
+      if fresh then
+        -- A new window: the tenants' counts of an older one go with it.
+        redis.call('DEL', keys[2])
+        redis.call('HSET', keys[2], 'e', string.format('%.0f', e), 's', tostring(n), args[4], tostring(n))
+        redis.call('PEXPIREAT', keys[2], tostring(math.floor(e / 1000) + 1 + p[5]))
+      else
+        redis.call('HSET', keys[2], 's', tostring(sc + n), args[4], tostring(tc + n))
+      end
+    end
+  end
+  -- Admitted: the burst's debt after this request (us), for the near-limit count.
+  return { 0, nb - now, now }
 end
--- Admitted: the burst's debt after this request (us), for the near-limit count.
-return { 0, nb - now, now }

@@ -11,11 +11,12 @@
 //! # Acknowledged writes
 //! A Redis primary acknowledges a write before any replica has it; a primary that dies (or is
 //! demoted by a forced failover) loses what its replicas had not yet received, and the new
-//! primary would admit those requests again. With `acks` > 0 every script call is followed on
-//! the same connection (so the same node) by `WAIT acks timeout`, and a reply counts only once
-//! `acks` replicas hold everything written before it: otherwise the call fails (the decision
-//! fails closed; its charge stands on the old primary, so this errs towards refusing).
-//! Other commands (loading the script, reading the clock) are not waited for.
+//! primary would admit those requests again. With `acks` > 0 every script or function call
+//! (`EVAL`, `EVALSHA`, `FCALL`) is followed on the same connection (so the same node) by
+//! `WAIT acks timeout`, and a reply counts only once `acks` replicas hold everything written
+//! before it: otherwise the call fails (the decision fails closed; its charge stands on the
+//! old primary, so this errs towards refusing).
+//! Other commands (loading the script or functions, reading the clock) are not waited for.
 
 use core::time::Duration;
 
@@ -178,7 +179,7 @@ impl Connection {
     }
 }
 
-/// `EVALSHA sha numkeys key ...`: the first key, if any.
+/// `EVALSHA sha numkeys key ...` or `FCALL name numkeys key ...`: the first key, if any.
 fn first_key(cmd: &Cmd) -> Option<&[u8]> {
     let mut args = cmd.args_iter();
     let (Some(_), Some(_), Some(Arg::Simple(n))) = (args.next(), args.next(), args.next()) else {
@@ -193,12 +194,12 @@ fn first_key(cmd: &Cmd) -> Option<&[u8]> {
     }
 }
 
-/// A script call (`EVAL` or `EVALSHA`): the only writes decisions make.
+/// A script or function call (`EVAL`, `EVALSHA` or `FCALL`): the only writes decisions make.
 fn is_script(cmd: &Cmd) -> bool {
     match cmd.args_iter().next() {
-        Some(Arg::Simple(name)) => {
-            name.eq_ignore_ascii_case(b"EVALSHA") || name.eq_ignore_ascii_case(b"EVAL")
-        }
+        Some(Arg::Simple(name)) => [&b"EVALSHA"[..], b"EVAL", b"FCALL"]
+            .iter()
+            .any(|verb| name.eq_ignore_ascii_case(verb)),
         _ => false,
     }
 }
@@ -266,6 +267,14 @@ mod tests {
         keyless.arg("return 1").arg(0);
         assert!(is_script(&keyless));
         assert_eq!(first_key(&keyless), None);
+        let mut fcall = ::redis::cmd("FCALL");
+        fcall
+            .arg("tollgate_abc")
+            .arg(2)
+            .arg("t:{7}:i:y")
+            .arg("t:{7}:c");
+        assert!(is_script(&fcall));
+        assert_eq!(first_key(&fcall), Some(&b"t:{7}:i:y"[..]));
         let mut get = ::redis::cmd("GET");
         get.arg("k");
         assert!(!is_script(&get));

@@ -23,16 +23,21 @@
 //! The URL chooses: `redis://host:port/db` one node; `redis+cluster://h1:p1,h2:p2/` a Redis
 //! Cluster from seed nodes; `redis+sentinel://s1:p1,s2:p2/<master>[/db]` the primary the
 //! Sentinels monitor under `<master>` (credentials, `user:pass@` before the hosts, are the data
-//! nodes'). On a Cluster `MOVED` and `ASK` are followed and the script is loaded on every node;
+//! nodes'). On a Cluster `MOVED` and `ASK` are followed and the code is loaded on every primary;
 //! with Sentinels the primary is looked up again every 250ms and whenever a request sees it fail
 //! or demoted. During a failover decisions fail closed; a new primary may lack the old one's last
 //! writes unless [`RedisBuilder::replica_acks`] makes each decision wait for a replica.
 //!
 //! # One round trip, one script
-//! Each decision is one `EVALSHA` of one Lua script (`admit.lua`, reloaded by the client on
-//! `NOSCRIPT`). The script reads the server's clock (`TIME`, never the worker's), charges both
-//! buckets of the identity (GCRA, as the embedded limiter) and, with shared capacity, takes the
-//! tenant's share and the shard's slot, all or nothing: Redis runs a script atomically.
+//! Each decision is one `FCALL` of a Redis function (`admit.lua`, loaded with `FUNCTION LOAD`
+//! under a name that carries its code's hash, and loaded again if the server lost it) or, on a
+//! server without functions (before Redis 7), one `EVALSHA` of the same code (reloaded by the
+//! client on `NOSCRIPT`). The code reads the server's clock (`TIME`, never the worker's),
+//! charges both buckets of the identity (GCRA, as the embedded limiter) and, with shared
+//! capacity, takes the tenant's share and the shard's slot, all or nothing: Redis runs it
+//! atomically. An admit makes four calls inside Redis (`TIME`, `GET`, `SET`; `HMGET` and
+//! `HSET` with capacity); `cargo bench --features redis --bench redis_cost` measures what that
+//! costs the server.
 //!
 //! # Resolution and number ranges
 //! Times are integer microseconds since the Unix epoch on the server's clock (the embedded
@@ -46,13 +51,20 @@
 //! the server's clock; if that clock steps back, counts carry on in the newer window.
 //!
 //! # Keys
-//! `<prefix>:{<tag>}:i:<identity digest>` holds an identity's two TATs, `<prefix>:{<tag>}:t:<tenant
-//! digest>` a tenant's count in its shard's window and `<prefix>:{<tag>}:s` the shard's count.
-//! The tag is the tenant's shard (or, without shared capacity, 14 bits of the tenant's digest), so
-//! one decision touches one Redis Cluster slot. Digests are keyed 128-bit hashes in hex: no key
-//! holds a tenant or principal string. Every key expires (`PX`) once its bucket is full again or
-//! its window is over, plus [`RedisBuilder::expiry_margin`]. Changing `shared_capacity.shards` or a
-//! tenant's `shard` moves keys to other tags: those identities start with full buckets once.
+//! `<prefix>:{<tag>}:i:<identity digest>` holds an identity's two TATs (and the expiry last set:
+//! three doubles, 24 bytes; the previous version's text `<burst>:<sustained>` is still read) and
+//! `<prefix>:{<tag>}:c` a hash with the shard's window end, the shard's count and one count per
+//! tenant digest. The tag is the tenant's shard (or, without shared capacity, 14 bits of the
+//! tenant's digest), so one decision touches one Redis Cluster slot. Digests are keyed 128-bit
+//! hashes in hex: no key or field holds a tenant or principal string. Every key expires: an
+//! identity once its buckets are full again, plus [`RedisBuilder::expiry_margin`], plus at most an
+//! eighth of the time it had left when its expiry was last set (so that a key charged again and
+//! again rarely rewrites its expiry); a capacity hash when its window is over, plus the margin.
+//! The previous version's capacity keys (`:t:` and `:s`, strings) are not read: after an upgrade
+//! the shard counts of the window in progress start again from zero (at most one window's slots
+//! more), and the old keys expire with that window. Changing `shared_capacity.shards` or a
+//! tenant's `shard` moves keys to other tags: those
+//! identities start with full buckets once.
 //!
 //! # The key secret
 //! Workers agree on digests when they share the key secret and run the **same version of
@@ -101,12 +113,14 @@ mod connection;
 mod deny;
 mod script;
 mod sentinel;
+mod telemetry;
 mod topology;
 
 pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
 
 use deny::DenyCache;
 use script::Store;
+use telemetry::StoreMetrics;
 
 /// A limiter whose buckets and shard slots live in Redis, shared by every worker that connects
 /// with the same profile. `Send + Sync`; clone nothing, share it by `&` or `Arc`.
@@ -119,6 +133,8 @@ pub struct RedisLimiter {
     deny: Option<DenyCache>,
     /// Time zero of the error budget's windows (feature `metrics`), on this worker's clock.
     started: Instant,
+    /// Round trips, store errors, deny-cache hits (feature `metrics`).
+    metrics: StoreMetrics,
 }
 
 impl RedisLimiter {
@@ -264,6 +280,15 @@ impl RedisLimiter {
         Ok(())
     }
 
+    /// The command one charging decision for `key` sends (`FCALL ..` or `EVALSHA ..`), as
+    /// words, for benchmarks that replay it with `redis-benchmark`.
+    #[doc(hidden)]
+    pub fn store_command(&self, key: &Key<'_>) -> Vec<String> {
+        let cfg = self.engine.config.load_full();
+        let (digest, tenant) = self.engine.hasher.digests(key);
+        self.store.command(&cfg, key, digest, tenant)
+    }
+
     /// The decision against the state in Redis (or the deny cache); a charging one is concluded
     /// by the engine (metrics, shadow mode), a peek only gets the shadow rule.
     async fn decide(&self, key: &Key<'_>, charge: bool) -> (Verdict, Option<u64>) {
@@ -291,11 +316,21 @@ impl RedisLimiter {
         // (and its throttle, about `n` tokens, is not one to cache).
         let deny = self.deny.as_ref().filter(|_| n == 1);
         let (computed, now, near) = match deny.and_then(|d| d.get(digest)) {
-            Some(cached) => (cached, None, false),
+            Some(cached) => {
+                self.metrics.deny_hit();
+                (cached, None, false)
+            }
             None => {
-                self.store
+                let sent = Instant::now();
+                let result = self
+                    .store
                     .call(&cfg, key, (digest, tenant), charge, n)
-                    .await
+                    .await;
+                self.metrics.call(result.err(), sent.elapsed());
+                match result {
+                    Ok((decision, now, near)) => (decision, Some(now), near),
+                    Err(_) => (script::STORE_UNAVAILABLE, None, false),
+                }
             }
         };
         if let (

@@ -1,11 +1,13 @@
-//! Where the Redis backend's state lives: the connection, the decision script, and the keys it
-//! touches. One call is one `EVALSHA`; see `admit.lua` for the arguments and number ranges.
+//! Where the Redis backend's state lives: the connection, the decision program, and the keys
+//! it touches. One call is one `FCALL` of a Redis function (Redis 7 and later) or, on older
+//! servers, one `EVALSHA` of the same code; see `admit.lua` for the arguments and number
+//! ranges.
 
 use crate::sync::unmodelled::{AtomicU64, Ordering};
 use core::time::Duration;
 use std::time::Instant;
 
-use ::redis::Script;
+use ::redis::{Cmd, ErrorKind, FromRedisValue, RedisError, Script};
 
 use super::connection::Connection;
 use crate::config::Config;
@@ -13,8 +15,9 @@ use crate::decision::{Cause, Decision, Outcome};
 use crate::identity::{Digest, Key};
 use crate::published::PublishedBucket;
 
-/// The decision script; see its header for the arguments and the number ranges.
-const SCRIPT: &str = include_str!("admit.lua");
+/// The decision code; see its header for the arguments and the number ranges. It defines
+/// `admit` and leaves registering or calling it to the two wrappers below.
+const BODY: &str = include_str!("admit.lua");
 
 /// Gives back one admitted call's charge (`admit_all`); see its header.
 const REFUND: &str = include_str!("refund.lua");
@@ -27,15 +30,141 @@ type ScriptReply = (u8, u64, u64);
 /// charged (the caller has already been answered 503).
 const EXPIRED: u8 = 255;
 
-/// The store: one connection (re-established in the background) and the loaded script.
+/// Why a call to the store gave no decision (all of them fail closed); the label of
+/// `tollgate_store_errors_total`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Failure {
+    /// No answer within the profile's `store.timeout`.
+    Timeout,
+    /// Connecting, a dropped connection, or an I/O error.
+    Connection,
+    /// The server ran the code and it failed, or refused it (OOM, read-only replica, busy).
+    Script,
+    /// An answer that is not the script's reply.
+    Reply,
+    /// The call reached the server past its deadline and charged nothing.
+    Expired,
+}
+
+impl Failure {
+    /// The metric label.
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    pub(super) fn label(self) -> &'static str {
+        match self {
+            Failure::Timeout => "timeout",
+            Failure::Connection => "connection",
+            Failure::Script => "script",
+            Failure::Reply => "reply",
+            Failure::Expired => "expired",
+        }
+    }
+
+    fn of(e: &RedisError) -> Failure {
+        if e.is_timeout() {
+            Failure::Timeout
+        } else if e.is_io_error()
+            || e.is_connection_dropped()
+            || e.is_connection_refusal()
+            || e.is_unrecoverable_error()
+        {
+            Failure::Connection
+        } else if matches!(e.kind(), ErrorKind::UnexpectedReturnType | ErrorKind::Parse) {
+            Failure::Reply
+        } else {
+            Failure::Script
+        }
+    }
+}
+
+/// How the code is called: Redis functions (the class constants are parsed once per server and
+/// cached between calls, and no script cache lookup) or, where the server has no functions,
+/// scripts by their SHA.
+enum Program {
+    Functions {
+        /// `tollgate_<12 hex digits of the SHA-1 of both codes>`: one library per version of
+        /// the code, so workers of two versions never replace each other's. Its functions are
+        /// this name (a decision) and this name with `_refund`.
+        name: String,
+        refund: String,
+        library: String,
+    },
+    Scripts {
+        admit: Script,
+        refund: Script,
+    },
+}
+
+/// Which of the two programs a call runs.
+#[derive(Clone, Copy)]
+enum Entry {
+    Admit,
+    Refund,
+}
+
+impl Program {
+    /// The function library made of `BODY` and `REFUND`.
+    fn functions() -> Program {
+        let hash = Script::new(&format!("{BODY}{REFUND}"))
+            .get_hash()
+            .to_owned();
+        let name = format!("tollgate_{}", &hash[..12]);
+        let refund = format!("{name}_refund");
+        let library = format!(
+            "#!lua name={name}\n{BODY}\n{REFUND}\nredis.register_function('{name}', admit)\n\
+             redis.register_function('{refund}', refund)\n"
+        );
+        Program::Functions {
+            name,
+            refund,
+            library,
+        }
+    }
+
+    /// The scripts made of `BODY` and `REFUND`, for servers without functions.
+    fn scripts() -> Program {
+        Program::Scripts {
+            admit: Script::new(&format!("{BODY}\nreturn admit(KEYS, ARGV)\n")),
+            refund: Script::new(&format!("{REFUND}\nreturn refund(KEYS, ARGV)\n")),
+        }
+    }
+}
+
+/// `FUNCTION LOAD` (on a Cluster the client sends it to every primary; replicas get it by
+/// replication): Ok if the library is (now) there, `Ok(false)` if the server has no functions
+/// (before Redis 7).
+async fn load_library(conn: &mut Connection, library: &str) -> Result<bool, RedisError> {
+    let loaded: Result<String, RedisError> = ::redis::cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library)
+        .query_async(conn)
+        .await;
+    match loaded {
+        Ok(_) => Ok(true),
+        // Some primaries had it already (on a Cluster the others loaded it in the same call).
+        Err(e) if e.to_string().contains("already exists") => Ok(true),
+        Err(e) if e.to_string().to_ascii_lowercase().contains("unknown") => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
+/// The store: one connection (re-established in the background) and the loaded programs.
 pub(super) struct Store {
     conn: Connection,
-    script: Script,
-    refund: Script,
+    program: Program,
     pub(super) prefix: Box<str>,
     margin_ms: u64,
     /// The server's clock against ours, for the deadline a charging call carries.
     clock: ServerClock,
+}
+
+/// Where one decision's state lives (see `admit.lua`).
+struct Place {
+    /// The identity, then (with shared capacity) the shard's capacity hash.
+    keys: Vec<String>,
+    /// The tenant's field in the capacity hash (with shared capacity).
+    field: Option<String>,
+    /// The tenant's cap of its shard's slots (0 without capacity).
+    cap: u64,
 }
 
 /// A conservative estimate of `server time - local time` (both in microseconds; local time is
@@ -91,16 +220,23 @@ impl ServerClock {
 }
 
 impl Store {
-    /// Loads the script on `conn`.
+    /// Loads the code on `conn`: as a function library, or as scripts where the server has no
+    /// functions.
     pub(super) async fn new(
         mut conn: Connection,
         prefix: String,
         margin: Duration,
-    ) -> Result<Store, ::redis::RedisError> {
-        let script = Script::new(SCRIPT);
-        script.prepare_invoke().load_async(&mut conn).await?;
-        let refund = Script::new(REFUND);
-        refund.prepare_invoke().load_async(&mut conn).await?;
+    ) -> Result<Store, RedisError> {
+        let mut program = Program::functions();
+        if let Program::Functions { library, .. } = &program {
+            if !load_library(&mut conn, library).await? {
+                program = Program::scripts();
+            }
+        }
+        if let Program::Scripts { admit, refund } = &program {
+            admit.prepare_invoke().load_async(&mut conn).await?;
+            refund.prepare_invoke().load_async(&mut conn).await?;
+        }
         let clock = ServerClock {
             base: Instant::now(),
             offset: AtomicU64::new(0),
@@ -111,75 +247,112 @@ impl Store {
         clock.observe(secs * 1_000_000 + micros, sent, clock.local_micros());
         Ok(Store {
             conn,
-            script,
-            refund,
+            program,
             prefix: prefix.into(),
             margin_ms: margin.as_millis() as u64,
             clock,
         })
     }
 
-    /// One `EVALSHA`, bounded by the profile's `store.timeout`: the decision, the server
-    /// time it was made at, and whether an admission left less than `observability.near_limit`
-    /// of the burst; or a fail-closed refusal and `None` on any failure. A charging call
-    /// carries its deadline on the server's clock (see [`ServerClock`]): the script charges
-    /// nothing past it, so a call this side gave up on (503) is never charged later. `n` is the
-    /// cost (at least 1, at most the class's smaller bucket: the caller checked).
-    pub(super) async fn call(
+    /// The keys a decision for `key` touches, the tenant's field and its cap.
+    fn place(&self, cfg: &Config, key: &Key<'_>, digest: Digest, tenant: Digest) -> Place {
+        let capacity = cfg.capacity.as_ref();
+        let (shard, cap) = match capacity {
+            Some(c) => {
+                let (shard, cap) = c.shard_and_cap(tenant, key);
+                (shard as u64, cap)
+            }
+            // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.
+            None => (tenant.hi >> 50, 0),
+        };
+        let prefix = &self.prefix;
+        let mut keys = vec![format!(
+            "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
+            digest.hi, digest.lo
+        )];
+        let field = capacity.map(|_| {
+            keys.push(format!("{prefix}:{{{shard}}}:c"));
+            format!("{:016x}{:016x}", tenant.hi, tenant.lo)
+        });
+        Place { keys, field, cap }
+    }
+
+    /// The keys and arguments of one decision (see `admit.lua`): `n` tokens to charge (0 for a
+    /// peek) and the deadline; and the tenant's cap.
+    fn words(
         &self,
         cfg: &Config,
         key: &Key<'_>,
         (digest, tenant): (Digest, Digest),
-        charge: bool,
         n: u32,
-    ) -> (Decision, Option<u64>, bool) {
+        deadline: u64,
+    ) -> (Vec<String>, Vec<String>, u64) {
         let class = &cfg.published.route_classes[key.class.0 as usize];
         let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
-        let mut inv = self.script.prepare_invoke();
-        let cap = self.keys(&mut inv, cfg, key, digest, tenant);
+        let place = self.place(cfg, key, digest, tenant);
         let (window, slots) = cfg.capacity.as_ref().map_or((0, 0), |c| c.window_micros());
-        inv.arg(if charge { "1" } else { "0" })
-            .arg(bt)
-            .arg(btau)
-            .arg(st)
-            .arg(stau)
-            .arg(window)
-            .arg(slots)
-            .arg(cap)
-            .arg(self.margin_ms);
+        let mut args = vec![
+            format!(
+                "{bt} {btau} {st} {stau} {} {window} {slots} {}",
+                self.margin_ms, place.cap
+            ),
+            n.to_string(),
+            deadline.to_string(),
+        ];
+        args.extend(place.field);
+        (place.keys, args, place.cap)
+    }
+
+    /// One decision, bounded by the profile's `store.timeout`: the decision, the server time it
+    /// was made at and whether an admission left less than `observability.near_limit` of the
+    /// burst; or why there is none (the caller fails closed). A charging call carries its
+    /// deadline on the server's clock (see [`ServerClock`]): the code charges nothing past it,
+    /// so a call this side gave up on (503) is never charged later. `n` is the cost (at least
+    /// 1, at most the class's smaller bucket: the caller checked); a peek is checked as for `n`
+    /// and charges nothing.
+    pub(super) async fn call(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        digests: (Digest, Digest),
+        charge: bool,
+        n: u32,
+    ) -> Result<(Decision, u64, bool), Failure> {
+        let class = &cfg.published.route_classes[key.class.0 as usize];
+        let [bt, btau] = micros(&class.burst);
         // Taken before the timeout starts: the caller gives up no earlier than this plus it.
         let sent = self.clock.local_micros();
-        let deadline = if charge {
-            self.clock.deadline(sent, cfg.store_timeout)
+        let (cost, deadline) = if charge {
+            (n, self.clock.deadline(sent, cfg.store_timeout))
         } else {
-            0
+            (0, 0)
         };
-        inv.arg(deadline).arg(n);
-        let mut conn = self.conn.clone();
-        let reply = inv.invoke_async::<ScriptReply>(&mut conn);
-        match tokio::time::timeout(cfg.store_timeout, reply).await {
-            Ok(Ok((outcome, wait, now))) => {
-                self.clock.observe(now, sent, self.clock.local_micros());
-                let mut decision = script_decision(outcome, wait);
-                // A cost above the tenant's cap or the shard's slots never fits: no wait.
-                if let Decision::Unavailable { retry_after, cause } = &mut decision {
-                    let never = match cause {
-                        Cause::TenantShare => u64::from(n) > cap,
-                        Cause::ShardFull => u64::from(n) > slots,
-                        _ => false,
-                    };
-                    if never {
-                        *retry_after = None;
-                    }
-                }
-                // An admission's `wait` is its burst's debt (us): near the limit when fewer
-                // than `k` tokens are left, `debt > tau - k * t` (see `config`).
-                let k = cfg.class(key.class).near_limit_tokens;
-                let near = decision.is_admit() && wait > btau.saturating_sub(k * bt);
-                (decision, Some(now), near)
+        let (keys, args, cap) = self.words(cfg, key, digests, cost, deadline);
+        let reply = self.run::<ScriptReply>(Entry::Admit, &keys, &args);
+        let (outcome, wait, now) = match tokio::time::timeout(cfg.store_timeout, reply).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(e)) => return Err(Failure::of(&e)),
+            Err(_) => return Err(Failure::Timeout),
+        };
+        self.clock.observe(now, sent, self.clock.local_micros());
+        let mut decision = script_decision(outcome, wait)?;
+        // A cost above the tenant's cap or the shard's slots never fits: no wait.
+        if let Decision::Unavailable { retry_after, cause } = &mut decision {
+            let slots = cfg.capacity.as_ref().map_or(0, |c| c.window_micros().1);
+            let never = match cause {
+                Cause::TenantShare => u64::from(n) > cap,
+                Cause::ShardFull => u64::from(n) > slots,
+                _ => false,
+            };
+            if never {
+                *retry_after = None;
             }
-            _ => (STORE_UNAVAILABLE, None, false),
         }
+        // An admission's `wait` is its burst's debt (us): near the limit when fewer than `k`
+        // tokens are left, `debt > tau - k * t` (see `config`).
+        let k = cfg.class(key.class).near_limit_tokens;
+        let near = decision.is_admit() && wait > btau.saturating_sub(k * bt);
+        Ok((decision, now, near))
     }
 
     /// Gives back what an admitted call of cost `n` decided at server time `now` charged (see
@@ -195,8 +368,7 @@ impl Store {
     ) {
         let class = &cfg.published.route_classes[key.class.0 as usize];
         let ([bt, _], [st, _]) = (micros(&class.burst), micros(&class.sustained));
-        let mut inv = self.refund.prepare_invoke();
-        self.keys(&mut inv, cfg, key, digest, tenant);
+        let place = self.place(cfg, key, digest, tenant);
         let (window, _) = cfg.capacity.as_ref().map_or((0, 0), |c| c.window_micros());
         let end = if window > 0 {
             now - now % window + window
@@ -204,45 +376,88 @@ impl Store {
             0
         };
         let n64 = u64::from(n);
-        inv.arg(bt * n64).arg(st * n64).arg(end).arg(n);
-        let mut conn = self.conn.clone();
-        let reply = inv.invoke_async::<u8>(&mut conn);
+        let mut args = vec![
+            (bt * n64).to_string(),
+            (st * n64).to_string(),
+            end.to_string(),
+            n.to_string(),
+        ];
+        args.extend(place.field);
+        let reply = self.run::<u8>(Entry::Refund, &place.keys, &args);
         let _ = tokio::time::timeout(cfg.store_timeout, reply).await;
     }
 
-    /// Adds the keys a decision touches to `inv` (identity, then tenant and shard with shared
-    /// capacity) and returns the tenant's cap of its shard's slots (0 without capacity).
-    fn keys(
+    /// `FCALL` (loading the library again if the node that runs it lost it: a restart without
+    /// persistence, `FUNCTION FLUSH`) or `EVALSHA` (the client loads the script on `NOSCRIPT`).
+    async fn run<T: FromRedisValue>(
         &self,
-        inv: &mut ::redis::ScriptInvocation<'_>,
+        entry: Entry,
+        keys: &[String],
+        args: &[String],
+    ) -> Result<T, RedisError> {
+        let mut conn = self.conn.clone();
+        match &self.program {
+            Program::Functions {
+                name,
+                refund,
+                library,
+            } => {
+                let name = match entry {
+                    Entry::Admit => name,
+                    Entry::Refund => refund,
+                };
+                let fcall = fcall(name, keys, args);
+                match fcall.query_async(&mut conn).await {
+                    // Not found: nothing ran, so calling again cannot charge twice.
+                    Err(e) if e.to_string().contains("Function not found") => {
+                        load_library(&mut conn, library).await?;
+                        fcall.query_async(&mut conn).await
+                    }
+                    r => r,
+                }
+            }
+            Program::Scripts { admit, refund } => {
+                let script = match entry {
+                    Entry::Admit => admit,
+                    Entry::Refund => refund,
+                };
+                let mut inv = script.prepare_invoke();
+                for k in keys {
+                    inv.key(k);
+                }
+                for a in args {
+                    inv.arg(a);
+                }
+                inv.invoke_async(&mut conn).await
+            }
+        }
+    }
+
+    /// The command one decision sends, as words (`FCALL name numkeys keys.. args..` or
+    /// `EVALSHA sha numkeys ..`), for benchmarks that replay it with `redis-benchmark`.
+    pub(super) fn command(
+        &self,
         cfg: &Config,
         key: &Key<'_>,
         digest: Digest,
         tenant: Digest,
-    ) -> u64 {
-        let capacity = cfg.capacity.as_ref();
-        let (shard, cap) = match capacity {
-            Some(c) => {
-                let (shard, cap) = c.shard_and_cap(tenant, key);
-                (shard as u64, cap)
-            }
-            // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.
-            None => (tenant.hi >> 50, 0),
+    ) -> Vec<String> {
+        let (keys, args, _) = self.words(cfg, key, (digest, tenant), 1, 0);
+        let (verb, target) = match &self.program {
+            Program::Functions { name, .. } => ("FCALL", name.clone()),
+            Program::Scripts { admit, .. } => ("EVALSHA", admit.get_hash().to_owned()),
         };
-        let prefix = &self.prefix;
-        inv.key(format!(
-            "{prefix}:{{{shard}}}:i:{:016x}{:016x}",
-            digest.hi, digest.lo
-        ));
-        if capacity.is_some() {
-            inv.key(format!(
-                "{prefix}:{{{shard}}}:t:{:016x}{:016x}",
-                tenant.hi, tenant.lo
-            ))
-            .key(format!("{prefix}:{{{shard}}}:s"));
-        }
-        cap
+        let mut words = vec![verb.to_owned(), target, keys.len().to_string()];
+        words.extend(keys);
+        words.extend(args);
+        words
     }
+}
+
+fn fcall(name: &str, keys: &[String], args: &[String]) -> Cmd {
+    let mut c = ::redis::cmd("FCALL");
+    c.arg(name).arg(keys.len()).arg(keys).arg(args);
+    c
 }
 
 /// A bucket as the script takes it: emission interval `t` and tolerance `tau`, in microseconds
@@ -252,17 +467,12 @@ fn micros(b: &PublishedBucket) -> [u64; 2] {
     [t, t * b.tokens]
 }
 
-const STORE_UNAVAILABLE: Decision = Decision::Unavailable {
-    retry_after: None,
-    cause: Cause::StoreUnavailable,
-};
-
 /// The script's reply as a decision: the outcome it numbered (the script refuses only for
-/// buckets and shared capacity, so a reply naming anything else, or nothing, fails closed;
-/// [`EXPIRED`], a call that reached the script past its deadline, does too).
-fn script_decision(outcome: u8, wait_us: u64) -> Decision {
+/// buckets and shared capacity, so a reply naming anything else fails closed; [`EXPIRED`], a
+/// call that reached the script past its deadline, does too).
+fn script_decision(outcome: u8, wait_us: u64) -> Result<Decision, Failure> {
     if outcome == EXPIRED {
-        return STORE_UNAVAILABLE;
+        return Err(Failure::Expired);
     }
     let wait = Some(Duration::from_micros(wait_us));
     match Outcome::from_index(outcome.into()) {
@@ -272,10 +482,16 @@ fn script_decision(outcome: u8, wait_us: u64) -> Decision {
             | Outcome::ThrottledSustained
             | Outcome::TenantShare
             | Outcome::ShardFull),
-        ) => o.decision(wait),
-        _ => STORE_UNAVAILABLE,
+        ) => Ok(o.decision(wait)),
+        _ => Err(Failure::Reply),
     }
 }
+
+/// What every failure decides: fail closed, no wait.
+pub(super) const STORE_UNAVAILABLE: Decision = Decision::Unavailable {
+    retry_after: None,
+    cause: Cause::StoreUnavailable,
+};
 
 #[cfg(test)]
 mod tests {
@@ -323,7 +539,8 @@ mod tests {
 
     #[test]
     fn expired_fails_closed() {
-        assert_eq!(script_decision(EXPIRED, 0), STORE_UNAVAILABLE);
-        assert_eq!(script_decision(0, 0), Decision::Admit);
+        assert_eq!(script_decision(EXPIRED, 0), Err(Failure::Expired));
+        assert_eq!(script_decision(0, 0), Ok(Decision::Admit));
+        assert_eq!(script_decision(7, 0), Err(Failure::Reply));
     }
 }

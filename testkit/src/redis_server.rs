@@ -12,31 +12,34 @@ pub struct RedisServer {
     child: Option<Child>,
     /// Killed by the kernel when this process exits (see [`RedisServer::start_tied`]).
     tied: bool,
+    extra: Vec<String>,
 }
 
 impl RedisServer {
     /// Starts a server on a free port. Panics, saying how to install it, if there is no
     /// `redis-server` on PATH: the redis tests never pass without a server.
     pub fn start() -> RedisServer {
-        let port = free_port();
-        let mut s = RedisServer {
-            port,
-            child: None,
-            tied: false,
-        };
-        s.spawn();
-        s
+        RedisServer::start_with(&[])
+    }
+
+    /// [`RedisServer::start`] with more command-line arguments (e.g. `--loadmodule PATH`).
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        RedisServer::launch(extra, false)
     }
 
     /// [`RedisServer::start`] for a process that never drops it (a fuzz target keeps its server
     /// in a static, and libFuzzer ends by `exit` or, on a crash, `abort`): on Linux the server
     /// is killed when the thread that started it exits, so start it from the main thread.
     pub fn start_tied() -> RedisServer {
-        let port = free_port();
+        RedisServer::launch(&[], true)
+    }
+
+    fn launch(extra: &[&str], tied: bool) -> RedisServer {
         let mut s = RedisServer {
-            port,
+            port: free_port(),
             child: None,
-            tied: true,
+            tied,
+            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
         };
         s.spawn();
         s
@@ -55,6 +58,7 @@ impl RedisServer {
         let mut cmd = Command::new("redis-server");
         cmd.args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null());
         #[cfg(target_os = "linux")]

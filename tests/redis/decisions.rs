@@ -309,7 +309,7 @@ async fn the_deny_cache_answers_throttles_locally_and_exactly() {
     let Decision::Throttle { retry_after, .. } = limiter.admit(&key).await else {
         panic!("throttled")
     };
-    let calls = server.calls("evalsha");
+    let calls = server.calls("fcall");
     let mut last = retry_after;
     for _ in 0..50 {
         let Decision::Throttle { retry_after, .. } = limiter.admit(&key).await else {
@@ -318,11 +318,11 @@ async fn the_deny_cache_answers_throttles_locally_and_exactly() {
         assert!(retry_after <= last);
         last = retry_after;
     }
-    assert_eq!(server.calls("evalsha"), calls, "no round trip while denied");
+    assert_eq!(server.calls("fcall"), calls, "no round trip while denied");
     // Retrying at the instant given is admitted (by the server, on its own clock).
     tokio::time::sleep(last).await;
     assert_eq!(limiter.admit(&key).await, Decision::Admit);
-    assert!(server.calls("evalsha") > calls);
+    assert!(server.calls("fcall") > calls);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -376,10 +376,11 @@ async fn keys_hold_digests_share_the_shard_tag_and_expire() {
     // One tenant's identities, its count and its shard share one tag (plus the anonymous
     // pseudo-tenant's, which may be another shard).
     assert!(zebra_tags.len() <= 2, "{zebra_tags:?}");
-    // An identity key expires once its buckets are full again (<= 1s here, plus the margin).
+    // An identity key expires once its buckets are full again (<= 1s here), plus the margin
+    // and at most an eighth of that second (the slack that saves rewriting the expiry).
     let identity = keys.iter().find(|k| k.contains(":i:")).unwrap();
     let ttl: i64 = server.cmd(&["PTTL", identity]).parse().unwrap();
-    assert!(ttl <= 1_000 + 101, "{ttl}");
+    assert!(ttl <= 1_000 + 125 + 101, "{ttl}");
     // The secret never expires.
     assert_eq!(server.cmd(&["PTTL", "tollgate:{secret}"]), "-1");
 }
@@ -494,4 +495,41 @@ async fn b1_reloading_every_5ms_stays_within_the_bound() {
     let bound = 200 + elapsed.as_millis() as u64 / 10;
     eprintln!("B1 Redis, real clock: {admitted} admitted in {elapsed:?} with {reloads} reloads; bound {bound}");
     assert!(admitted <= bound, "{admitted} admitted, bound {bound}");
+}
+
+/// After an upgrade, state the previous script wrote ("<burst TAT>:<sustained TAT>" in
+/// microseconds) is read as it is: a debt it recorded still holds. What this version writes is
+/// the packed form (three doubles, 24 bytes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn state_of_the_previous_script_version_is_honoured() {
+    let server = RedisServer::start();
+    let limiter = limiter(&server, burst_only(2, 1_000)).await;
+    let key = Key::authenticated("acme", "alice", limiter.route_class("w").unwrap()).unwrap();
+    assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    let identity = server
+        .keys()
+        .into_iter()
+        .find(|k| k.contains(":i:"))
+        .unwrap();
+    assert_eq!(server.cmd(&["STRLEN", &identity]), "24");
+    // The previous version's text: burst TAT 5 s ahead of the server's clock.
+    let time = server.cmd(&["TIME"]);
+    let mut parts = time.lines().map(|p| p.parse::<u64>().unwrap());
+    let now = parts.next().unwrap() * 1_000_000 + parts.next().unwrap();
+    let old = format!("{}:{}", now + 5_000_000, now);
+    server.cmd(&["SET", &identity, &old, "PX", "60000"]);
+    match limiter.admit(&key).await {
+        Decision::Throttle {
+            retry_after,
+            bucket: BucketKind::Burst,
+        } => assert!(
+            // 5 s of debt plus one token of 500 ms, less the 1 s the bucket holds.
+            retry_after > Duration::from_millis(4_000)
+                && retry_after <= Duration::from_millis(4_500),
+            "{retry_after:?}"
+        ),
+        other => panic!("{other:?}"),
+    }
+    // A refusal writes nothing: the old text is still there.
+    assert_eq!(server.cmd(&["GET", &identity]), old);
 }

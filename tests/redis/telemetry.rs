@@ -186,6 +186,77 @@ fn redis_capacity_refusals_raise_the_error_budget_alert() {
     );
 }
 
+/// The store's own series: a round trip per answered call, errors by kind, deny-cache hits.
+#[test]
+fn store_round_trips_errors_and_deny_hits_are_recorded() {
+    let mut server = RedisServer::start();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let rt = runtime();
+    let profile = "name: s\nidentities: { capacity: 64 }\nstore: { timeout: 300ms }\n\
+        route_classes:\n  w:\n    burst: { tokens: 1, per: 1h }\n    sustained: { tokens: 100, per: 1h }\n";
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        rt.block_on(
+            RedisLimiter::builder(&server.url(), Profile::from_yaml(profile).unwrap())
+                .key_secret(b"s")
+                .deny_cache(16)
+                .connect(),
+        )
+        .unwrap()
+    });
+    let w = limiter.route_class("w").unwrap();
+    let alice = Key::authenticated("acme", "alice", w).unwrap();
+    rt.block_on(async {
+        assert!(limiter.admit(&alice).await.is_admit());
+        // Throttled by the server, then twice by the deny cache.
+        for _ in 0..3 {
+            assert!(!limiter.admit(&alice).await.is_admit());
+        }
+    });
+    let snap = snapshot(&snapshotter);
+    assert_eq!(value(&snap, "tollgate_store_round_trip_seconds", &[]), 2.0);
+    assert_eq!(value(&snap, "tollgate_deny_cache_hits_total", &[]), 2.0);
+    assert_eq!(value(&snap, "tollgate_store_errors_total", &[]), 0.0);
+
+    // A store that answers with an error (the code refused: wrong key type) is a script error.
+    let bob = Key::authenticated("acme", "bob", w).unwrap();
+    rt.block_on(limiter.admit(&bob));
+    for k in server.keys().into_iter().filter(|k| k.contains(":i:")) {
+        server.cmd(&["DEL", &k]);
+        server.cmd(&["RPUSH", &k, "x"]);
+    }
+    assert!(!rt.block_on(limiter.admit(&bob)).is_admit());
+    let snap = snapshot(&snapshotter);
+    assert_eq!(
+        value(&snap, "tollgate_store_errors_total", &["kind=script"]),
+        1.0
+    );
+    // (A debugging recorder hands each histogram sample out once: these are the two since.)
+    assert_eq!(value(&snap, "tollgate_store_round_trip_seconds", &[]), 2.0);
+
+    // Frozen: no answer within the timeout. Gone: a connection error.
+    server.freeze(true);
+    let carol = Key::authenticated("acme", "carol", w).unwrap();
+    assert!(!rt.block_on(limiter.admit(&carol)).is_admit());
+    server.freeze(false);
+    let snap = snapshot(&snapshotter);
+    assert_eq!(
+        value(&snap, "tollgate_store_errors_total", &["kind=timeout"]),
+        1.0
+    );
+    server.kill();
+    let dave = Key::authenticated("acme", "dave", w).unwrap();
+    assert!(!rt.block_on(limiter.admit(&dave)).is_admit());
+    let snap = snapshot(&snapshotter);
+    assert_eq!(
+        value(&snap, "tollgate_store_errors_total", &["kind=connection"]),
+        1.0,
+        "{snap:?}"
+    );
+    // Neither a timeout nor a connection error is a round trip.
+    assert_eq!(value(&snap, "tollgate_store_round_trip_seconds", &[]), 0.0);
+}
+
 #[test]
 fn redis_counts_near_limit_admissions_like_the_embedded_limiter() {
     let server = RedisServer::start();

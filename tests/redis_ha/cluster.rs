@@ -61,9 +61,14 @@ async fn decisions_match_the_reference_model_across_the_primaries() {
         }
     }
     assert!(admitted > 20 && throttled > 20, "{admitted} {throttled}");
-    // Scripts flushed on every node: each node answers NOSCRIPT once, the limiter loads the
-    // script there and the decision goes through.
+    // Functions and scripts flushed on every node: each primary answers `Function not found`
+    // (or NOSCRIPT) once, the limiter loads the code again and the decision goes through.
     for i in 0..cluster.len() {
+        match cluster.node(i).try_cmd(&["FUNCTION", "FLUSH"]) {
+            Ok(_) => {}
+            // A replica: its primary's flush reaches it by replication.
+            Err(e) => assert!(e.to_string().contains("READONLY"), "{e}"),
+        }
         cluster.node(i).cmd(&["SCRIPT", "FLUSH"]);
     }
     for tenant in &tenants {
@@ -79,12 +84,14 @@ async fn decisions_match_the_reference_model_across_the_primaries() {
 async fn every_key_of_a_decision_is_in_one_slot() {
     let cluster = RedisCluster::start();
     let p = Profile::from_yaml(
-        "name: slots\nidentities: { capacity: 1024 }\n\
+        "name: slots\nidentities: { capacity: 1024 }\nstore: { timeout: 2s }\n\
          route_classes:\n  r:\n    burst: { tokens: 100, per: 1s }\n    sustained: { tokens: 1000, per: 1h }\n\
          shared_capacity: { shards: 16, window: 10s, slots_per_window: 1000, tenant_share: 0.5 }\n",
     )
     .unwrap();
-    // Each decision also waits for its primary's replica (`WAIT 1` on the slot's node).
+    // Each decision also waits for its primary's replica (`WAIT 1` on the slot's node). The
+    // timeout is generous: this test is about where keys land, and the default 50ms (`WAIT`
+    // gets half) is missed now and then by a loaded 2-core machine running seven servers.
     let limiter = RedisLimiter::builder(&cluster.url(), p)
         .key_secret(b"test")
         .replica_acks(1)
@@ -99,8 +106,8 @@ async fn every_key_of_a_decision_is_in_one_slot() {
         let key = Key::authenticated(&tenant, "alice", r).unwrap();
         assert_eq!(limiter.admit(&key).await, Decision::Admit);
         let keys = cluster.keys();
-        // The identity's TATs, the tenant's count and the shard's count.
-        assert_eq!(keys.len(), 3, "{tenant}: {keys:?}");
+        // The identity's TATs and the shard's capacity hash (the tenant's count is a field).
+        assert_eq!(keys.len(), 2, "{tenant}: {keys:?}");
         let slots: HashSet<u16> = keys.iter().map(|(_, k)| cluster.keyslot(k)).collect();
         assert_eq!(
             slots.len(),
