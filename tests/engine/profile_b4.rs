@@ -5,7 +5,6 @@
 //! before them; and a UTF-8 byte-order mark broke every profile with a misleading error. The
 //! depth and alias checks now run on libyaml's own events (`src/profile/shape.rs`).
 
-
 use tollgate::profile::{ProfileErrorKind, MAX_PROFILE_ALIAS_NODES, MAX_PROFILE_NESTING};
 use tollgate::{Profile, ProfileError};
 
