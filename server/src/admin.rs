@@ -42,7 +42,7 @@ use tollgate::profile::{ProfileErrorKind, MAX_PROFILE_BYTES};
 use tollgate::{Profile, ProfileError};
 
 use crate::backend::Backend;
-use crate::decide::{ReloadError, RateLimiter};
+use crate::decide::{RateLimiter, ReloadError};
 
 /// The environment variable that holds the admin bearer token.
 pub const ADMIN_TOKEN_ENV: &str = "TOLLGATE_ADMIN_TOKEN";
@@ -259,7 +259,11 @@ fn refused(e: &ProfileError) -> Response {
     )
 }
 
-async fn put_profile<B: Backend>(admin: &Admin<B>, if_match: Option<HeaderValue>, body: Body) -> Response {
+async fn put_profile<B: Backend>(
+    admin: &Admin<B>,
+    if_match: Option<HeaderValue>,
+    body: Body,
+) -> Response {
     let bytes = match to_bytes(body, MAX_PROFILE_BYTES).await {
         Ok(b) => b,
         Err(_) => {

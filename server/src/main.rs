@@ -95,9 +95,11 @@ fn parse_args() -> Result<Args, String> {
         None => {}
     }
     if args.redis.is_some() && args.state.is_some() {
-        return Err("--state is for the embedded limiter: with --redis the quotas live in \
+        return Err(
+            "--state is for the embedded limiter: with --redis the quotas live in \
                     Redis and survive a restart of the server already"
-            .into());
+                .into(),
+        );
     }
     Ok(args)
 }
@@ -199,10 +201,10 @@ async fn main() {
             )
             .unwrap_or_else(|e| fail(format!("limiter: {e}")));
             let limiter = Arc::new(limiter);
-            let checkpoint = match &args.state {
-                Some(s) => Some(state::checkpoint(&limiter, s).unwrap_or_else(|e| fail(e))),
-                None => None,
-            };
+            let checkpoint = args
+                .state
+                .as_ref()
+                .map(|s| state::checkpoint(&limiter, s).unwrap_or_else(|e| fail(e)));
             let served = run(limiter, args, metrics).await;
             // After the requests in flight: the last decisions are in the snapshot.
             let saved = checkpoint.map_or(Ok(()), state::finish);
