@@ -121,3 +121,34 @@ async fn a_valid_put_is_in_force_for_the_next_request_and_saved() {
     assert!(text.contains("name: rls-test"), "{text}");
     s.stop().await;
 }
+
+/// The admin router alone, answering one request from `peer` (none: served without one).
+async fn from_peer(peer: Option<&str>, allow_remote: bool) -> u16 {
+    use tower::ServiceExt;
+    let profile = Profile::from_yaml(PROFILE).unwrap();
+    let limiter =
+        Arc::new(RateLimiter::new(Arc::new(Limiter::builder(profile).build().unwrap())).unwrap());
+    let admin = Admin::new(limiter, AdminToken::new(TOKEN).unwrap(), None, allow_remote);
+    let mut req = axum::http::Request::builder()
+        .uri("/admin/profile")
+        .header("authorization", format!("Bearer {TOKEN}"))
+        .body(axum::body::Body::empty())
+        .unwrap();
+    if let Some(p) = peer {
+        let addr: std::net::SocketAddr = p.parse().unwrap();
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(addr));
+    }
+    let router = tollgate_server::admin::router(Arc::new(admin));
+    router.oneshot(req).await.unwrap().status().as_u16()
+}
+
+#[tokio::test]
+async fn a_peer_off_loopback_is_refused_with_the_token_unless_admin_remote() {
+    assert_eq!(from_peer(Some("127.0.0.1:40000"), false).await, 200);
+    assert_eq!(from_peer(Some("[::1]:40000"), false).await, 200);
+    assert_eq!(from_peer(Some("10.1.2.3:40000"), false).await, 403);
+    // No peer address at all: not loopback (fail closed).
+    assert_eq!(from_peer(None, false).await, 403);
+    assert_eq!(from_peer(Some("10.1.2.3:40000"), true).await, 200);
+}
