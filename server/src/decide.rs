@@ -47,6 +47,26 @@ impl Compiled {
     }
 }
 
+/// Why [`RateLimiter::reload`] refused a profile.
+#[derive(Debug)]
+pub enum ReloadError {
+    /// The backend refused it (a change a reload may not make, e.g. `identities.capacity`).
+    Profile(tollgate::ProfileError),
+    /// Its `descriptors:` section is missing or does not compile.
+    Rules(String),
+}
+
+impl std::fmt::Display for ReloadError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ReloadError::Profile(e) => e.fmt(f),
+            ReloadError::Rules(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for ReloadError {}
+
 /// The rate limit service over a backend: shared by the gRPC server and the HTTP side.
 pub struct RateLimiter<B> {
     backend: Arc<B>,
@@ -79,10 +99,17 @@ impl<B: Backend> RateLimiter<B> {
     /// section is refused and the old one stays in force.
     pub fn reload_from(&self, path: &Path) -> Result<(), String> {
         let profile = Profile::from_path(path).map_err(|e| e.to_string())?;
+        self.reload(profile).map_err(|e| e.to_string())
+    }
+
+    /// Swaps `profile` in: limits (bucket state kept) and descriptor rules together. Refused,
+    /// with the old profile left in force, if the backend refuses it or its `descriptors:`
+    /// section does not compile.
+    pub fn reload(&self, profile: Profile) -> Result<(), ReloadError> {
         // Checked before the backend swaps, so that limits and rules never disagree.
-        Compiled::new(Arc::new(profile.clone()))?;
-        self.backend.reload(profile).map_err(|e| e.to_string())?;
-        let compiled = Compiled::new(self.backend.profile())?;
+        Compiled::new(Arc::new(profile.clone())).map_err(ReloadError::Rules)?;
+        self.backend.reload(profile).map_err(ReloadError::Profile)?;
+        let compiled = Compiled::new(self.backend.profile()).map_err(ReloadError::Rules)?;
         self.compiled.store(Arc::new(compiled));
         Ok(())
     }

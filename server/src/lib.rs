@@ -22,8 +22,11 @@
 //! | `response` | a decision as a `RateLimitResponse` |
 //! | `grpc`, `http`, `json` | the two faces, and the JSON form of the messages |
 //! | `reload`, `serve`, `metrics` | SIGHUP and file change, the listeners, the server's counters |
+//! | `admin` | `GET` / `PUT /admin/profile` on the HTTP side, behind a token, loopback only |
+//! | `state` | `--state`: quotas restored on start, checkpointed, saved on shutdown |
 #![warn(missing_docs)]
 
+pub mod admin;
 pub mod backend;
 pub mod decide;
 pub mod grpc;
@@ -35,11 +38,12 @@ pub mod reload;
 pub mod request;
 pub mod response;
 pub mod serve;
+pub mod state;
 
 pub use backend::Backend;
 pub use decide::RateLimiter;
 pub use mapping::Mapping;
-pub use serve::serve;
+pub use serve::{serve, serve_with};
 
 /// The Envoy protos this server speaks, re-exported so that clients need no version match.
 pub use envoy_types;

@@ -1,6 +1,9 @@
 //! `tollgate-server --profile PATH [--grpc 127.0.0.1:8081] [--http 127.0.0.1:8080|off]
-//! [--redis URL]`: the Envoy rate limit service. SIGHUP or an edit of the profile reloads it;
-//! SIGTERM or ctrl-c stops it after the requests in flight.
+//! [--redis URL] [--state PATH [--state-every S] [--state-start-empty-on-refusal]]
+//! [--admin-remote] [--admin-in-memory]`: the Envoy rate limit service. SIGHUP or an edit of
+//! the profile reloads it; SIGTERM or ctrl-c stops it after the requests in flight (and, with
+//! `--state`, saves the quotas). `TOLLGATE_ADMIN_TOKEN` turns on `GET`/`PUT /admin/profile` on
+//! the `--http` listener; `--state` needs `TOLLGATE_KEY_SECRET`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -11,15 +14,22 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tollgate::{Limiter, Profile};
-use tollgate_server::{reload, serve, Backend, RateLimiter};
+use tollgate_server::admin::{Admin, AdminToken};
+use tollgate_server::state::{self, State, SECRET_ENV};
+use tollgate_server::{reload, serve_with, Backend, RateLimiter};
 
-const USAGE: &str = "tollgate-server --profile PATH [--grpc ADDR] [--http ADDR|off] [--redis URL]";
+const USAGE: &str = "tollgate-server --profile PATH [--grpc ADDR] [--http ADDR|off] [--redis URL] \
+                     [--state PATH [--state-every S] [--state-start-empty-on-refusal]] \
+                     [--admin-remote] [--admin-in-memory]";
 
 struct Args {
     profile: PathBuf,
     grpc: SocketAddr,
     http: Option<SocketAddr>,
     redis: Option<String>,
+    state: Option<State>,
+    admin_remote: bool,
+    admin_in_memory: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -29,7 +39,11 @@ fn parse_args() -> Result<Args, String> {
         grpc: "127.0.0.1:8081".parse().expect("a valid default address"),
         http: Some("127.0.0.1:8080".parse().expect("a valid default address")),
         redis: None,
+        state: None,
+        admin_remote: false,
+        admin_in_memory: false,
     };
+    let (mut every, mut start_empty) = (None, false);
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -47,6 +61,19 @@ fn parse_args() -> Result<Args, String> {
                 };
             }
             "--redis" => args.redis = Some(value()?),
+            "--state" => args.state = Some(State::new(PathBuf::from(value()?))),
+            "--state-every" => {
+                let v = value()?;
+                let secs: f64 = v
+                    .parse()
+                    .ok()
+                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
+                    .ok_or_else(|| format!("--state-every {v}: a number of seconds above 0"))?;
+                every = Some(Duration::from_secs_f64(secs));
+            }
+            "--state-start-empty-on-refusal" => start_empty = true,
+            "--admin-remote" => args.admin_remote = true,
+            "--admin-in-memory" => args.admin_in_memory = true,
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -55,6 +82,25 @@ fn parse_args() -> Result<Args, String> {
         }
     }
     args.profile = profile.ok_or_else(|| format!("--profile is needed; usage: {USAGE}"))?;
+    match &mut args.state {
+        Some(state) => {
+            if let Some(every) = every {
+                state.every = every;
+            }
+            state.start_empty_on_refusal = start_empty;
+        }
+        None if every.is_some() || start_empty => {
+            return Err("--state-every and --state-start-empty-on-refusal need --state".into())
+        }
+        None => {}
+    }
+    if args.redis.is_some() && args.state.is_some() {
+        return Err(
+            "--state is for the embedded limiter: with --redis the quotas live in \
+                    Redis and survive a restart of the server already"
+                .into(),
+        );
+    }
     Ok(args)
 }
 
@@ -73,6 +119,22 @@ async fn run<B: Backend>(
     metrics: metrics_exporter_prometheus::PrometheusHandle,
 ) -> Result<(), String> {
     let limiter = Arc::new(RateLimiter::new(backend)?);
+    let admin = match AdminToken::from_env()? {
+        Some(token) if args.http.is_some() => {
+            let save_to = (!args.admin_in_memory).then(|| args.profile.clone());
+            Some(Arc::new(Admin::new(
+                Arc::clone(&limiter),
+                token,
+                save_to,
+                args.admin_remote,
+            )))
+        }
+        Some(_) => {
+            tracing::warn!("TOLLGATE_ADMIN_TOKEN is set but --http is off: no admin routes");
+            None
+        }
+        None => None,
+    };
     let grpc = TcpListener::bind(args.grpc)
         .await
         .map_err(|e| format!("--grpc {}: {e}", args.grpc))?;
@@ -89,6 +151,7 @@ async fn run<B: Backend>(
         http = ?args.http,
         profile = %args.profile.display(),
         backend = limiter.backend().kind(),
+        admin = admin.is_some(),
         domain = limiter.profile().descriptors.as_ref().map(|d| d.domain.as_str()).unwrap_or(""),
         "tollgate-server listening"
     );
@@ -103,7 +166,7 @@ async fn run<B: Backend>(
             }
         });
     }
-    let result = serve(limiter, grpc, http, Some(metrics), terminated()).await;
+    let result = serve_with(limiter, grpc, http, Some(metrics), admin, terminated()).await;
     watcher.abort();
     result
 }
@@ -130,10 +193,22 @@ async fn main() {
         .unwrap_or_else(|e| fail(format!("metrics: {e}")));
     let result = match args.redis.clone() {
         None => {
-            let limiter = Limiter::builder(profile)
-                .build()
-                .unwrap_or_else(|e| fail(format!("limiter: {e}")));
-            run(Arc::new(limiter), args, metrics).await
+            let secret = std::env::var(SECRET_ENV).ok().filter(|s| !s.is_empty());
+            let limiter = state::open(
+                Limiter::builder(profile),
+                args.state.as_ref(),
+                secret.as_deref().map(str::as_bytes),
+            )
+            .unwrap_or_else(|e| fail(format!("limiter: {e}")));
+            let limiter = Arc::new(limiter);
+            let checkpoint = args
+                .state
+                .as_ref()
+                .map(|s| state::checkpoint(&limiter, s).unwrap_or_else(|e| fail(e)));
+            let served = run(limiter, args, metrics).await;
+            // After the requests in flight: the last decisions are in the snapshot.
+            let saved = checkpoint.map_or(Ok(()), state::finish);
+            served.and(saved)
         }
         Some(url) => redis(url, profile, args, metrics).await,
     };

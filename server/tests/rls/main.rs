@@ -1,14 +1,16 @@
 //! tollgate-server in process: a tonic client against the server on a loopback port, for
 //! every mapping rule, the cost rules, all or nothing, every response field, unknown domains
-//! and malformed requests. Time is the limiter's mock clock: waits are exact and nothing
+//! and malformed requests; the admin routes and `--state` across a restart. Time is the limiter's mock clock: waits are exact and nothing
 //! sleeps.
 
+mod admin;
 mod domains;
 mod hits;
 mod http_side;
 mod malformed;
 mod mapping;
 mod response;
+mod state;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,6 +19,7 @@ use std::sync::{Arc, OnceLock};
 
 use tollgate::quanta;
 use tollgate::{Limiter, Profile};
+use tollgate_server::admin::{Admin, AdminToken};
 use tollgate_server::envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
@@ -95,21 +98,41 @@ pub fn profile_file(yaml: &str) -> PathBuf {
 
 /// Starts a server on `yaml` over the embedded limiter on a mock clock.
 pub async fn start(yaml: &str) -> Server {
-    let metrics = metrics();
     let path = profile_file(yaml);
-    let profile = Profile::from_path(&path).unwrap();
     let (clock, mock) = quanta::Clock::mock();
-    let backend = Arc::new(Limiter::builder(profile).clock(clock).build().unwrap());
+    let profile = Profile::from_path(&path).unwrap();
+    let backend = Limiter::builder(profile).clock(clock).build().unwrap();
+    start_on(path, Arc::new(backend), mock, None).await
+}
+
+/// Starts a server over `backend` (built from the profile at `path`, on `mock`), with the
+/// admin routes for `admin_token` if given.
+pub async fn start_on(
+    path: PathBuf,
+    backend: Arc<Limiter>,
+    mock: Arc<quanta::Mock>,
+    admin_token: Option<&str>,
+) -> Server {
+    let metrics = metrics();
     let limiter = Arc::new(RateLimiter::new(backend).unwrap());
+    let admin = admin_token.map(|t| {
+        Arc::new(Admin::new(
+            Arc::clone(&limiter),
+            AdminToken::new(t).unwrap(),
+            Some(path.clone()),
+            false,
+        ))
+    });
     let grpc = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let http = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let (grpc_addr, http_addr) = (grpc.local_addr().unwrap(), http.local_addr().unwrap());
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(tollgate_server::serve(
+    let task = tokio::spawn(tollgate_server::serve_with(
         Arc::clone(&limiter),
         grpc,
         Some(http),
         Some(metrics),
+        admin,
         async {
             let _ = rx.await;
         },
