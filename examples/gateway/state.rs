@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::snapshot::{Checkpoint, StateFile, StateFileError};
+use tollgate::snapshot::{Checkpoint, StateFile};
 use tollgate::{Builder, Limiter};
 
 /// The environment variable the key secret is read from.
@@ -36,20 +36,8 @@ pub fn open(
     let Some(state) = state else {
         return builder.build().map_err(|e| e.to_string());
     };
-    state
-        .open(builder)
-        .map(|(limiter, _)| limiter)
-        .map_err(|e| match e {
-            StateFileError::NoSecret => format!(
-            "--state needs a stable key secret in {SECRET_ENV} (a snapshot can only be restored \
-             under the secret it was taken with)"
-        ),
-            StateFileError::Refused { .. } => format!(
-            "{e} (move the file away, or pass --state-start-empty-on-refusal to start with full \
-             buckets)"
-        ),
-            e => e.to_string(),
-        })
+    let opened = state.open(builder).map(|(limiter, _)| limiter);
+    opened.map_err(|e| e.explain("--state", SECRET_ENV, "--state-start-empty-on-refusal"))
 }
 
 /// Starts the periodic checkpoint.

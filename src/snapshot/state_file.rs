@@ -80,6 +80,24 @@ impl fmt::Display for StateFileError {
     }
 }
 
+impl StateFileError {
+    /// The error worded for an operator who set the state file with the flag `state`, whose
+    /// key secret comes from `secret_env`, and who can accept a refusal with the flag
+    /// `start_empty`: what to do about it, in the words of their command line.
+    pub fn explain(&self, state: &str, secret_env: &str, start_empty: &str) -> String {
+        match self {
+            StateFileError::NoSecret => format!(
+                "{state} needs a stable key secret in {secret_env} (a snapshot can only be \
+                 restored under the secret it was taken with)"
+            ),
+            StateFileError::Refused { .. } => format!(
+                "{self} (move the file away, or pass {start_empty} to start with full buckets)"
+            ),
+            _ => self.to_string(),
+        }
+    }
+}
+
 impl std::error::Error for StateFileError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {

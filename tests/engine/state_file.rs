@@ -68,6 +68,11 @@ fn a_state_file_restores_refuses_without_change_and_starts_empty_only_when_asked
         "{e:?}"
     );
     assert!(e.to_string().contains(&*path.to_string_lossy()), "{e}");
+    let worded = e.explain("--state", "SECRET_ENV", "--start-empty");
+    assert!(
+        worded.contains("corrupt") && worded.contains("--start-empty"),
+        "{worded}"
+    );
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
 
     let lenient = StateFile {
