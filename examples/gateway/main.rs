@@ -95,7 +95,7 @@ fn parse_args() -> Result<Args, String> {
             "--max-connections" => args.limits.max_connections = count(&flag, &value()?)?,
             "--max-per-peer" => args.limits.max_per_peer = count(&flag, &value()?)?,
             "--max-body" => args.limits.max_body = number(&flag, &value()?)?,
-            "--state" => args.state = Some(state::State::new(value()?.into())),
+            "--state" => args.state = Some(state::State::new(value()?)),
             "--state-every" | "--state-start-empty-on-refusal" if args.state.is_none() => {
                 return Err(format!("{flag} comes after --state PATH"))
             }

@@ -16,6 +16,7 @@
 //! | `forwarded` | [`ForwardedHeader`]: reading `X-Forwarded-For` / `Forwarded` from the right |
 //! | `routes` | [`RouteTable`]: the profile's method and path globs, compiled |
 //! | `user_agent` | [`SdkMatcher`]: the `User-Agent` product token as a bounded SDK label |
+//! | [`admin`] | `GET` / `PUT /admin/profile`: the profile replaced at run time, token and loopback checked |
 //!
 //! What a response says:
 //!
@@ -53,6 +54,7 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+pub mod admin;
 mod answer;
 mod caller;
 mod cidr;

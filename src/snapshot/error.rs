@@ -171,6 +171,11 @@ impl RestoreError {
         *self.builder
     }
 
+    /// Why, and the builder back.
+    pub(crate) fn into_parts(self) -> (SnapshotError, Builder) {
+        (self.cause, *self.builder)
+    }
+
     /// Builds the limiter without the snapshot: every caller starts with full buckets.
     pub fn start_empty(self) -> Result<Limiter, BuildError> {
         self.builder.build()

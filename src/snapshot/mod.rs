@@ -7,6 +7,8 @@
 //!   [`Limiter::checkpoint`](crate::Limiter::checkpoint) does so periodically on a thread.
 //! * [`Builder::restore`](crate::Builder::restore) builds a limiter from one, or refuses it
 //!   with a [`SnapshotError`] and hands the builder back ([`RestoreError::start_empty`]).
+//! * [`StateFile`] is the three together as a service wants them: restore on start (a missing
+//!   file is a first start), checkpoint periodically, save once more on shutdown.
 //!
 //! **Against the wall clock.** The limiter's clock is monotonic and starts again at zero in a
 //! new process, so a snapshot stores what each bucket *owes* (nanoseconds until it is full)
@@ -39,11 +41,13 @@ mod error;
 mod file;
 mod format;
 mod restore;
+mod state_file;
 mod wall;
 mod write;
 
 pub use checkpoint::{Checkpoint, CheckpointStatus};
 pub use error::{RestoreError, SnapshotError};
+pub use state_file::{Opened, StateFile, StateFileError};
 pub(crate) use wall::WallClock;
 
 /// What a snapshot wrote.

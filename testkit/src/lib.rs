@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod model;
 pub mod redis_cluster;
 pub mod redis_node;
+mod redis_process;
 pub mod redis_sentinel;
 pub mod redis_server;
 

@@ -3,10 +3,11 @@
 //! built from these.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
-use crate::redis_server::{cmd_at, missing};
+use crate::redis_process::{self, loopback_args};
+use crate::redis_server::cmd_at;
 
 /// A running `redis-server` bound to 127.0.0.1, with no persistence, in its own directory.
 pub struct Node {
@@ -24,21 +25,11 @@ impl Node {
         let dir = root.join(port.to_string());
         std::fs::create_dir_all(&dir).expect("node directory");
         let mut all = args.to_vec();
-        all.extend(
-            [
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--dir",
-                dir.to_str().expect("utf-8 temp dir"),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-            ]
-            .map(str::to_owned),
-        );
+        all.extend(loopback_args(port));
+        all.extend([
+            "--dir".to_owned(),
+            dir.to_str().expect("utf-8 temp dir").to_owned(),
+        ]);
         let mut node = Node {
             port,
             dir,
@@ -64,32 +55,12 @@ impl Node {
     }
 
     fn spawn(&mut self) {
-        let child = Command::new("redis-server")
-            .args(&self.args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| missing("redis-server", e));
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.try_cmd(&["PING"]).is_ok_and(|r| r == "PONG") {
-                return;
-            }
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("redis-server on port {} exited: {status}", self.port);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server on port {} did not answer PING", self.port);
+        self.child = Some(redis_process::spawn(&self.args, self.port, false));
     }
 
     /// Kills the process (SIGKILL) and waits for it to be gone.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        redis_process::kill(&mut self.child);
     }
 
     /// Starts the process again, same port, same directory (a cluster node keeps its

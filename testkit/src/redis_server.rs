@@ -3,8 +3,10 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use crate::redis_process::{self, loopback_args};
 
 /// A running `redis-server` (no persistence), bound to 127.0.0.1.
 pub struct RedisServer {
@@ -55,48 +57,14 @@ impl RedisServer {
     }
 
     fn spawn(&mut self) {
-        let mut cmd = Command::new("redis-server");
-        cmd.args(["--port", &self.port.to_string()])
-            .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
-            .args(&self.extra)
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
-        #[cfg(target_os = "linux")]
-        if self.tied {
-            use std::os::unix::process::CommandExt;
-            // SAFETY: the closure runs in the child between fork and exec, where only
-            // async-signal-safe calls are allowed: it makes one system call (prctl), allocates
-            // nothing and touches no lock or state of the parent.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) == -1 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
-        }
-        let child = cmd.spawn().unwrap_or_else(|e| missing("redis-server", e));
-        self.child = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while Instant::now() < deadline {
-            if self.try_cmd(&["PING"]).is_ok_and(|r| r == "PONG") {
-                return;
-            }
-            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("redis-server on port {} exited: {status}", self.port);
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        panic!("redis-server on port {} did not answer PING", self.port);
+        let mut args = loopback_args(self.port);
+        args.extend(self.extra.iter().cloned());
+        self.child = Some(redis_process::spawn(&args, self.port, self.tied));
     }
 
     /// Kills the server (SIGKILL) and waits for it.
     pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
+        redis_process::kill(&mut self.child);
     }
 
     /// Starts the server again on the same port.

@@ -15,5 +15,6 @@ mod profile_observability;
 mod profile_valid;
 mod reload;
 mod restart;
+mod state_file;
 mod stress;
 mod telemetry;

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tollgate::profile::Period;
 use tollgate::redis::RedisLimiter;
@@ -168,7 +168,7 @@ async fn a_slot_moved_under_the_limiter_keeps_its_state() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_primary_killed_under_load_fails_closed_and_forgets_no_admission() {
-    let mut cluster = RedisCluster::start();
+    let cluster = RedisCluster::start();
     let limiter = Arc::new(
         RedisLimiter::builder(&cluster.url(), load::profile())
             .key_secret(b"test")
@@ -176,38 +176,25 @@ async fn a_primary_killed_under_load_fails_closed_and_forgets_no_admission() {
             .await
             .unwrap(),
     );
-    let start = Instant::now();
-    let loader = tokio::spawn(load::run(
-        limiter.clone(),
-        48,
-        8,
-        start + Duration::from_secs(9),
-    ));
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    // The primary of the first key's slot: it holds some identities' buckets.
-    let (victim, _) = cluster.keys()[0].clone();
-    let port = cluster.node(victim).port();
-    let (cluster, killed) = tokio::task::spawn_blocking(move || {
-        cluster.kill(victim);
-        (cluster, Instant::now())
-    })
-    .await
-    .unwrap();
-    let records = loader.await.unwrap();
-    let a = load::audit(&records, killed);
+    let (cluster, port, run) = load::across(
+        limiter,
+        (48, 8),
+        Duration::from_secs(9),
+        cluster,
+        |cluster| {
+            // The primary of the first key's slot: it holds some identities' buckets.
+            let (victim, _) = cluster.keys()[0].clone();
+            let port = cluster.node(victim).port();
+            cluster.kill(victim);
+            port
+        },
+    )
+    .await;
     println!(
-        "cluster: killed primary :{port} under load: {} admitted, {} throttled, {} refused 503 \
-         ({} of 48 identities), last 503 {:?} after the kill, most admissions of one identity \
-         {} (bound {})\n{}",
-        a.admitted,
-        a.throttled,
-        a.unavailable,
-        a.affected.len(),
-        a.outage,
-        a.most,
-        load::SUSTAINED,
-        load::timeline(&records, start)
+        "cluster: killed primary :{port} under load: {}",
+        run.report("the kill")
     );
+    let a = &run.audit;
     assert!(!a.affected.is_empty(), "the kill refused nobody");
     assert!(a.affected.len() < 48, "the other primaries kept serving");
     assert!(a.admitted > 48 * 10, "identities kept being admitted");

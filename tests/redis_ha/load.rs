@@ -68,6 +68,69 @@ pub async fn run(
     all
 }
 
+/// A run of [`run`] across one event (a kill, a failover), audited.
+pub struct Across {
+    pub records: Vec<Record>,
+    pub audit: Audit,
+    identities: usize,
+    start: Instant,
+}
+
+/// The failover tests' load loop: `identities` identities over `tasks` callers for `length`;
+/// 1.5 s in (identities written, buckets in the store), `event` runs on `harness` off the
+/// runtime (it blocks: kills, waits for servers), and the answers are audited against the
+/// instant it returned. Gives back the harness, what `event` returned, and the run.
+pub async fn across<H, R>(
+    limiter: Arc<RedisLimiter>,
+    (identities, tasks): (usize, usize),
+    length: Duration,
+    mut harness: H,
+    event: impl FnOnce(&mut H) -> R + Send + 'static,
+) -> (H, R, Across)
+where
+    H: Send + 'static,
+    R: Send + 'static,
+{
+    let start = Instant::now();
+    let loader = tokio::spawn(run(limiter, identities, tasks, start + length));
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let (harness, out, at) = tokio::task::spawn_blocking(move || {
+        let out = event(&mut harness);
+        (harness, out, Instant::now())
+    })
+    .await
+    .unwrap();
+    let records = loader.await.unwrap();
+    let audit = audit(&records, at);
+    let run = Across {
+        records,
+        audit,
+        identities,
+        start,
+    };
+    (harness, out, run)
+}
+
+impl Across {
+    /// The audit's figures and the timeline, for the test's output; `event` names what the
+    /// outage is measured from ("the kill").
+    pub fn report(&self, event: &str) -> String {
+        let a = &self.audit;
+        format!(
+            "{} admitted, {} throttled, {} refused 503 ({} of {} identities), last 503 {:?} \
+             after {event}, most admissions of one identity {} (bound {SUSTAINED})\n{}",
+            a.admitted,
+            a.throttled,
+            a.unavailable,
+            a.affected.len(),
+            self.identities,
+            a.outage,
+            a.most,
+            timeline(&self.records, self.start)
+        )
+    }
+}
+
 /// What the audit found.
 pub struct Audit {
     pub admitted: u64,

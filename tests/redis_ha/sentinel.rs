@@ -2,7 +2,7 @@
 //! forced failover (`SENTINEL FAILOVER`) under load.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use tollgate::redis::RedisLimiter;
 use tollgate::{Decision, Key};
@@ -46,42 +46,25 @@ async fn a_forced_failover_fails_closed_and_forgets_no_admission() {
             .await
             .unwrap(),
     );
-    let start = Instant::now();
-    let loader = tokio::spawn(load::run(
-        limiter.clone(),
-        24,
-        6,
-        start + Duration::from_secs(10),
-    ));
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let (sentinel, forced) = tokio::task::spawn_blocking(move || {
-        sentinel.force_failover();
-        (sentinel, Instant::now())
-    })
-    .await
-    .unwrap();
-    let records = loader.await.unwrap();
-    let a = load::audit(&records, forced);
+    let (sentinel, (), run) = load::across(
+        limiter,
+        (24, 6),
+        Duration::from_secs(10),
+        sentinel,
+        |sentinel| sentinel.force_failover(),
+    )
+    .await;
     let new = sentinel.primary_port();
     println!(
-        "sentinel: SENTINEL FAILOVER :{old} -> :{new} under load: {} admitted, {} throttled, {} \
-         refused 503 ({} of 24 identities), last 503 {:?} after the command, most admissions of \
-         one identity {} (bound {})\n{}",
-        a.admitted,
-        a.throttled,
-        a.unavailable,
-        a.affected.len(),
-        a.outage,
-        a.most,
-        load::SUSTAINED,
-        load::timeline(&records, start)
+        "sentinel: SENTINEL FAILOVER :{old} -> :{new} under load: {}",
+        run.report("the command")
     );
     assert_ne!(new, old, "the replica was promoted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_primary_fails_closed_until_the_sentinels_promote_the_replica() {
-    let mut sentinel = RedisSentinel::start();
+    let sentinel = RedisSentinel::start();
     let old = sentinel.primary_port();
     let limiter = Arc::new(
         RedisLimiter::builder(&sentinel.url(), load::profile())
@@ -90,36 +73,20 @@ async fn a_killed_primary_fails_closed_until_the_sentinels_promote_the_replica()
             .await
             .unwrap(),
     );
-    let start = Instant::now();
-    let loader = tokio::spawn(load::run(
-        limiter.clone(),
-        24,
-        6,
-        start + Duration::from_secs(10),
-    ));
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
-    let (sentinel, killed) = tokio::task::spawn_blocking(move || {
-        sentinel.kill(0);
-        (sentinel, Instant::now())
-    })
-    .await
-    .unwrap();
-    let records = loader.await.unwrap();
-    let a = load::audit(&records, killed);
+    let (sentinel, (), run) = load::across(
+        limiter,
+        (24, 6),
+        Duration::from_secs(10),
+        sentinel,
+        |sentinel| sentinel.kill(0),
+    )
+    .await;
     let new = sentinel.primary_port();
     println!(
-        "sentinel: primary :{old} killed under load, now :{new}: {} admitted, {} throttled, {} \
-         refused 503 ({} of 24 identities), last 503 {:?} after the kill, most admissions of \
-         one identity {} (bound {})\n{}",
-        a.admitted,
-        a.throttled,
-        a.unavailable,
-        a.affected.len(),
-        a.outage,
-        a.most,
-        load::SUSTAINED,
-        load::timeline(&records, start)
+        "sentinel: primary :{old} killed under load, now :{new}: {}",
+        run.report("the kill")
     );
+    let a = &run.audit;
     assert_ne!(new, old, "the replica was promoted");
     assert_eq!(
         a.affected.len(),

@@ -30,14 +30,19 @@
 //! sides, and any difference is a divergence. An input ends early (nothing more compared) if the
 //! server's clock steps back or a capacity window ends inside an `admit_all`'s bracket.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use tollgate::quanta::{Clock, Mock};
+use tollgate::quanta::Clock;
 use tollgate::redis::RedisLimiter;
-use tollgate::{Decision, Key, Limiter, Profile, RouteClass};
+use tollgate::{Decision, Limiter, Profile};
 
-use crate::redis_server::{cmd_at, RedisServer};
+use crate::redis_server::RedisServer;
+
+mod input;
+mod pair;
+
+use input::{yaml, Bytes, Spec};
+use pair::{Pair, Stop};
 
 /// One `redis-server` and a runtime to drive the Redis backend, shared by every input.
 pub struct Harness {
@@ -60,9 +65,6 @@ impl Harness {
     }
 }
 
-/// Token counts that divide 1000: every whole-millisecond period is then whole microseconds per
-/// token, the Redis backend's resolution.
-const TOKENS: [u64; 10] = [1, 2, 4, 5, 8, 10, 20, 25, 40, 50];
 /// Capacity windows (ms) that divide a second, so that both sides' windows start together.
 const WINDOWS: [u64; 7] = [20, 50, 100, 200, 250, 500, 1_000];
 /// Costs for weighted admits: 0, small, around the token counts, and far too large.
@@ -73,105 +75,6 @@ const MAX_STEPS: usize = 160;
 const MAX_SLEEP: Duration = Duration::from_millis(40);
 /// The widest `[a, b]` bracket a peek is checked over, microseconds (a stalled machine skips).
 const MAX_BRACKET_US: u64 = 50_000;
-
-/// (burst tokens, burst ms, sustained tokens, sustained ms)
-type Spec = (u64, u64, u64, u64);
-
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-    fn spec(&mut self) -> Spec {
-        (
-            TOKENS[usize::from(self.u8()) % TOKENS.len()],
-            1 + u64::from(self.u8()),
-            TOKENS[usize::from(self.u8()) % TOKENS.len()],
-            1 + u64::from(self.u16() % 2_000),
-        )
-    }
-}
-
-fn yaml(specs: &[Spec; 2], capacity: Option<(u64, u64)>) -> String {
-    let mut src = String::from(
-        "name: diff\nidentities: { capacity: 4096, tenant_share: 1.0 }\nroute_classes:\n",
-    );
-    for (i, (bt, bp, st, sp)) in specs.iter().enumerate() {
-        src += &format!(
-            "  c{i}:\n    burst: {{ tokens: {bt}, per: {bp}ms }}\n    sustained: {{ tokens: {st}, per: {sp}ms }}\n"
-        );
-    }
-    if let Some((window, slots)) = capacity {
-        src += &format!(
-            "shared_capacity: {{ shards: 1, window: {window}ms, slots_per_window: {slots}, tenant_share: 1.0 }}\n"
-        );
-    }
-    src
-}
-
-/// Both backends, the embedded one's mock clock, and where that clock stands.
-struct Pair {
-    redis: RedisLimiter,
-    embedded: Limiter,
-    mock: Arc<Mock>,
-    port: u16,
-    /// The server time (us) that is the embedded clock's zero: a whole second.
-    zero: u64,
-    /// The embedded clock, microseconds after `zero`.
-    at: u64,
-    classes: [RouteClass; 2],
-    /// Capacity window (us), if any.
-    window: Option<u64>,
-}
-
-/// Why an input stops early without a verdict.
-struct Stop;
-
-impl Pair {
-    /// The server's clock, us since the Unix epoch.
-    fn server_time(&self) -> u64 {
-        let t = cmd_at(self.port, &["TIME"]).expect("redis TIME");
-        let mut parts = t.lines().map(|p| p.parse::<u64>().expect("TIME digits"));
-        let (s, us) = (parts.next().unwrap(), parts.next().unwrap());
-        s * 1_000_000 + us
-    }
-
-    /// Moves the embedded clock to server time `t`; `Stop` if that is behind it (the server's
-    /// clock stepped back: the two can no longer be compared).
-    fn set(&mut self, t: u64) -> Result<(), Stop> {
-        let rel = t.checked_sub(self.zero).ok_or(Stop)?;
-        if rel < self.at {
-            return Err(Stop);
-        }
-        self.mock.increment((rel - self.at) * 1_000);
-        self.at = rel;
-        Ok(())
-    }
-
-    /// The embedded clock at `t` (us after zero), backwards too: only for peeks.
-    fn seek(&mut self, rel: u64) {
-        if rel >= self.at {
-            self.mock.increment((rel - self.at) * 1_000);
-        } else {
-            self.mock.decrement((self.at - rel) * 1_000);
-        }
-        self.at = rel;
-    }
-
-    fn key<'a>(&self, name: &'a str, c: usize) -> Key<'a> {
-        Key::authenticated("acme", name, self.classes[c]).unwrap()
-    }
-}
 
 /// What one or more inputs compared, so that a replay can show it was not vacuous.
 #[derive(Clone, Copy, Debug, Default)]
