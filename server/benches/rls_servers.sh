@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# ShouldRateLimit decisions per second over loopback gRPC, tollgate-server and (if
-# LIMITADOR names its binary) Kuadrant's limitador-server, driven by the same closed-loop client
-# (server/examples/rls_load.rs) in the same run. Limits are large enough that every call is a
+# ShouldRateLimit decisions per second over loopback gRPC, driven by the same closed-loop client
+# (server/examples/rls_load.rs) in the same run: the floor (server/examples/rls_floor.rs, the same
+# tonic stack answering OK without deciding), tollgate-server and (if LIMITADOR names its binary)
+# Kuadrant's limitador-server. Each line also gives the server's CPU time per decision. Limits are large enough that every call is a
 # full decision that admits; the descriptor is `tenant=acme, user=u<k>`, one counter per user on
 # both servers.
 #
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/../.."
 SECONDS_=${1:-10}
 CONNS=${2:-2}
 INFLIGHT=${3:-64}
-cargo build --release -q -p tollgate-server --bin tollgate-server --example rls_load
+cargo build --release -q -p tollgate-server --bin tollgate-server --example rls_load --example rls_floor
 BIN=${TOLLGATE_SERVER:-target/release/tollgate-server}
 LOAD=target/release/examples/rls_load
 
@@ -41,6 +42,13 @@ load() {
   printf '%-10s keys=%-8s ' "$1" "$3"
   "${client_cpu[@]}" "$LOAD" "http://127.0.0.1:$2" edge "$SECONDS_" "$CONNS" "$INFLIGHT" "$3" "$4"
 }
+
+fport=$(free_port)
+"${server_cpu[@]}" target/release/examples/rls_floor "127.0.0.1:$fport" &
+pids+=($!)
+fpid=$!
+wait_port "$fport"
+load floor "$fport" 1 "$fpid"
 
 cat > "$dir/profile.yaml" <<YAML
 name: rls-bench
