@@ -26,7 +26,7 @@ pub struct RouteEntry {
     segments: Box<[Segment]>,
     class: RouteClass,
     class_name: Arc<str>,
-    policy: HeaderValue,
+    policy: &'static HeaderValue,
     limits: RouteClassLimits,
 }
 
@@ -42,7 +42,12 @@ impl RouteEntry {
     /// The class's `RateLimit-Policy` value, computed once per profile (its clones copy a
     /// pointer: the text is interned).
     pub fn policy(&self) -> &HeaderValue {
-        &self.policy
+        self.policy
+    }
+
+    /// [`RouteEntry::policy`], for a response future that outlives the table.
+    pub(crate) fn interned_policy(&self) -> &'static HeaderValue {
+        self.policy
     }
 
     /// The class's two buckets, for the `t` of `RateLimit` (see
@@ -178,6 +183,7 @@ mod tests {
 
     #[test]
     fn the_in_place_walk_agrees_with_splitting() {
+        static P: HeaderValue = HeaderValue::from_static("p");
         let globs = [
             "/v1/**",
             "/v1",
@@ -228,7 +234,7 @@ mod tests {
                 segments: segments.clone(),
                 class: RouteClass(0),
                 class_name: "c".into(),
-                policy: HeaderValue::from_static("p"),
+                policy: &P,
                 limits: crate::profile::Profile::from_yaml(
                     "name: t\nidentities: { capacity: 8 }\nroute_classes:\n  c:\n    \
                      burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 1, per: 1s }\n",
