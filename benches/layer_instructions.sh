@@ -2,9 +2,11 @@
 # Instructions per request that a rate-limit layer adds to axum, counted by callgrind (exact on
 # a shared, noisy machine, where criterion's nanoseconds move by 20% or more). For each tollgate
 # source tree given (default: this one), builds benches/instructions/layer_loop.rs against it in
-# a scratch crate and counts the whole program at N and 3N requests through `oneshot`, for axum
-# bare, behind tollgate's RateLimitLayer and behind tower_governor's GovernorLayer; the
-# difference over 2N is the per-request cost (start-up cancels out). Prints each layer's
+# a scratch crate and counts N and 3N requests through `oneshot` under callgrind, for axum
+# bare, behind tollgate's RateLimitLayer and behind tower_governor's GovernorLayer, counting only
+# inside the request loop (`--toggle-collect`: start-up, such as the clock's calibration, whose
+# length varies from run to run, stays out); the difference over 2N is the per-request cost (the
+# first request's one-time work cancels out). Prints each layer's
 # instructions over bare, and tollgate's as a ratio of tower_governor's.
 #
 #   git worktree add /tmp/old <commit> && bash benches/layer_instructions.sh /tmp/old .
@@ -43,7 +45,7 @@ TOML
     cp "$here/benches/instructions/layer_loop.rs" "$dir/src/main.rs"
     (cd "$dir" && cargo build -q --release)
     count() {
-        valgrind --tool=callgrind --callgrind-out-file=/dev/null "$CARGO_TARGET_DIR/release/$name" "$1" "$2" 2>&1 |
+        valgrind --tool=callgrind --toggle-collect="*send_requests" --callgrind-out-file=/dev/null "$CARGO_TARGET_DIR/release/$name" "$1" "$2" 2>&1 |
             sed -n 's/.*Collected : \([0-9]*\).*/\1/p'
     }
     per() { local a b; a=$(count "$1" "$N"); b=$(count "$1" $((3 * N))); echo $(( (b - a) / (2 * N) )); }

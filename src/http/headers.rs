@@ -70,24 +70,26 @@ pub fn policy_header(limits: &RouteClassLimits) -> HeaderValue {
     HeaderValue::from_str(&s).expect("names and integers are a valid header value")
 }
 
-/// [`policy_header`], as a value whose clones share nothing: the text is interned for the life
-/// of the process (one copy per distinct policy ever compiled, some 50 bytes each; a reload to
+/// [`policy_header`], as a value whose clones share nothing: the value is interned for the life
+/// of the process (one copy per distinct policy ever compiled, some 100 bytes each; a reload to
 /// the same numbers adds nothing), so that the clone each admitted response gets copies a
-/// pointer instead of counting a reference on a line every core writes.
-pub(crate) fn interned_policy_header(limits: &RouteClassLimits) -> HeaderValue {
-    static INTERNED: parking_lot::Mutex<Vec<&'static str>> = parking_lot::Mutex::new(Vec::new());
+/// pointer instead of counting a reference on a line every core writes, and a response future
+/// carries a pointer to it rather than the value.
+pub(crate) fn interned_policy_header(limits: &RouteClassLimits) -> &'static HeaderValue {
+    static INTERNED: parking_lot::Mutex<Vec<&'static HeaderValue>> =
+        parking_lot::Mutex::new(Vec::new());
     let value = policy_header(limits);
-    let text = value.to_str().expect("policy_header writes ASCII");
     let mut interned = INTERNED.lock();
-    let text: &'static str = match interned.iter().find(|s| **s == text) {
-        Some(s) => s,
+    match interned.iter().find(|v| **v == value) {
+        Some(v) => v,
         None => {
-            let s: &'static str = Box::leak(text.into());
-            interned.push(s);
-            s
+            let text: &'static str =
+                Box::leak(value.to_str().expect("policy_header writes ASCII").into());
+            let v: &'static HeaderValue = Box::leak(Box::new(HeaderValue::from_static(text)));
+            interned.push(v);
+            v
         }
-    };
-    HeaderValue::from_static(text)
+    }
 }
 
 /// Whole seconds until a bucket holding `remaining` whole tokens is full again, rounded up.

@@ -19,14 +19,53 @@ enum Segment {
     Rest,
 }
 
+/// A glob without `*` before its end, compiled to one comparison: most routes are
+/// `/v1/items` or `/v1/**`, and the segment walk costs several times one comparison.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Shape {
+    /// Literal segments only: the path (leading `/` dropped) is their text joined by `/`.
+    Exact(Box<str>),
+    /// At least one literal segment and then `**`: the path is their text, or that text
+    /// followed by a `/` and anything.
+    Prefix(Box<str>),
+    /// `**` first: every path.
+    Any,
+    /// A `*` among the segments: the walk.
+    Walk,
+}
+
+impl Shape {
+    /// The shape of `segments`, equivalent to walking them (`RouteEntry::walk`): literal
+    /// segments never hold a `/`, so comparing each literal and its boundary in turn is
+    /// comparing their joined text; a `**` matches whatever follows.
+    fn of(segments: &[Segment]) -> Shape {
+        let mut text = String::new();
+        for (i, segment) in segments.iter().enumerate() {
+            match segment {
+                Segment::Literal(l) => {
+                    if i > 0 {
+                        text.push('/');
+                    }
+                    text.push_str(l);
+                }
+                Segment::Rest if i == 0 => return Shape::Any,
+                Segment::Rest => return Shape::Prefix(text.into()),
+                Segment::One => return Shape::Walk,
+            }
+        }
+        Shape::Exact(text.into())
+    }
+}
+
 /// One compiled entry of the profile's `routes`.
 #[derive(Clone, Debug)]
 pub struct RouteEntry {
     method: Option<Method>,
     segments: Box<[Segment]>,
+    shape: Shape,
     class: RouteClass,
     class_name: Arc<str>,
-    policy: HeaderValue,
+    policy: &'static HeaderValue,
     limits: RouteClassLimits,
 }
 
@@ -42,7 +81,12 @@ impl RouteEntry {
     /// The class's `RateLimit-Policy` value, computed once per profile (its clones copy a
     /// pointer: the text is interned).
     pub fn policy(&self) -> &HeaderValue {
-        &self.policy
+        self.policy
+    }
+
+    /// [`RouteEntry::policy`], for a response future that outlives the table.
+    pub(crate) fn interned_policy(&self) -> &'static HeaderValue {
+        self.policy
     }
 
     /// The class's two buckets, for the `t` of `RateLimit` (see
@@ -55,6 +99,19 @@ impl RouteEntry {
         if self.method.as_ref().is_some_and(|m| m != method) {
             return false;
         }
+        let rest = path.strip_prefix('/').unwrap_or(path);
+        match &self.shape {
+            Shape::Exact(text) => rest == &**text,
+            Shape::Prefix(text) => rest
+                .strip_prefix(&**text)
+                .is_some_and(|after| after.is_empty() || after.starts_with('/')),
+            Shape::Any => true,
+            Shape::Walk => self.walk(path),
+        }
+    }
+
+    /// The segment walk, for a glob with a `*`.
+    fn walk(&self, path: &str) -> bool {
         // What is left of the path after the segments matched so far, as `str::split('/')`
         // would still yield it (`None`: no segment left), walked without a splitting iterator:
         // a literal is compared in place, and only `*` searches for the next `/`.
@@ -112,7 +169,7 @@ impl RouteTable {
                     m => Some(Method::from_bytes(m.as_bytes()).ok()?),
                 };
                 let path = r.path.strip_prefix('/').unwrap_or(&r.path);
-                let segments = path
+                let segments: Box<[Segment]> = path
                     .split('/')
                     .map(|s| match s {
                         "*" => Segment::One,
@@ -122,6 +179,7 @@ impl RouteTable {
                     .collect();
                 Some(RouteEntry {
                     method,
+                    shape: Shape::of(&segments),
                     segments,
                     class,
                     class_name: r.class.as_str().into(),
@@ -178,6 +236,7 @@ mod tests {
 
     #[test]
     fn the_in_place_walk_agrees_with_splitting() {
+        static P: HeaderValue = HeaderValue::from_static("p");
         let globs = [
             "/v1/**",
             "/v1",
@@ -191,6 +250,11 @@ mod tests {
             "/a/b/c",
             "/*/*",
             "/v1/**/x",
+            "//**",
+            "//",
+            "/v1//**",
+            "**",
+            "v1/**",
         ];
         let paths = [
             "",
@@ -211,6 +275,10 @@ mod tests {
             "v1/items",
             "/v1/run",
             "/x/y",
+            "//x",
+            "/v1//x",
+            "v1",
+            "/v1/items/**",
         ];
         for glob in globs {
             let segments: Box<[Segment]> = glob
@@ -225,10 +293,11 @@ mod tests {
                 .collect();
             let entry = RouteEntry {
                 method: None,
+                shape: Shape::of(&segments),
                 segments: segments.clone(),
                 class: RouteClass(0),
                 class_name: "c".into(),
-                policy: HeaderValue::from_static("p"),
+                policy: &P,
                 limits: crate::profile::Profile::from_yaml(
                     "name: t\nidentities: { capacity: 8 }\nroute_classes:\n  c:\n    \
                      burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 1, per: 1s }\n",
@@ -243,6 +312,11 @@ mod tests {
                     entry.matches(&Method::GET, path),
                     reference(&segments, path),
                     "glob {glob:?} path {path:?}"
+                );
+                assert_eq!(
+                    entry.walk(path),
+                    reference(&segments, path),
+                    "walk: glob {glob:?} path {path:?}"
                 );
             }
         }

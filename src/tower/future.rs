@@ -16,41 +16,128 @@ use super::refusal::{respond, RefusalBody, RefusalHook};
 use super::service::Options;
 use super::state::{CompiledProfile, LayerState};
 use crate::admission::Admission;
+use crate::decision::Remaining;
 use crate::http::{
-    is_grpc, Answer, Caller, Quota, RequestId, RATELIMIT, RATELIMIT_POLICY, X_REQUEST_ID,
+    is_grpc, Answer, Caller, Quota, RequestId, RouteEntry, RATELIMIT, RATELIMIT_POLICY,
+    X_REQUEST_ID,
 };
 
 /// What an admitted response gets on its way out: computed in `call`, written when the inner
-/// service answers.
+/// service answers. Small (a pointer, the caller's remaining tokens where the profile opts in,
+/// and a pointer to what the layer's options add), so that moving it with the response future
+/// through an axum router's stack of futures costs a few register moves, not a `memcpy`.
 pub(super) struct Stamp {
-    /// `RateLimit-Policy` (an interned value: its clone copies a pointer).
-    pub(super) policy: HeaderValue,
+    /// `RateLimit-Policy`: the route's interned value (its clone copies a pointer).
+    policy: &'static HeaderValue,
     /// The caller's own remaining tokens, for `RateLimit`, where the profile opts in.
     /// (With each bucket's `t`, computed in `call`: no allocation until the header is written.)
-    pub(super) remaining: Option<Quota>,
-    /// `X-Request-Id`, where the layer was asked for ids on every response.
-    pub(super) request_id: Option<HeaderValue>,
-    /// Where the layer was asked for the legacy `X-RateLimit-*` headers (sent with `RateLimit`).
-    pub(super) legacy: bool,
-    /// Where the layer was asked for outcomes in responses.
-    pub(super) outcome: Option<RateLimitOutcome>,
+    remaining: Option<Quota>,
+    /// What the layer's options add, built only where one of them is on.
+    extra: Option<Box<Extra>>,
 }
 
-impl Stamp {
-    fn write<B>(self, response: &mut Response<B>) {
+/// What an admitted response gets from the layer's options (all off by default; each of them
+/// allocates per request anyway, for its header values or its extension).
+pub(super) struct Extra {
+    /// `X-Request-Id`, where the layer was asked for ids on every response.
+    request_id: Option<HeaderValue>,
+    /// Where the layer was asked for the legacy `X-RateLimit-*` headers (sent with `RateLimit`).
+    legacy: bool,
+    /// Where the layer was asked for outcomes in responses.
+    outcome: Option<RateLimitOutcome>,
+}
+
+impl Extra {
+    /// Puts on an admitted `request` what the options ask for (its request id, its outcome)
+    /// and returns what its response will need: `None`, with nothing built (not even the
+    /// outcome), under the default options.
+    #[inline]
+    pub(super) fn for_request<B>(
+        request: &mut Request<B>,
+        options: Options,
+        outcome: impl FnOnce() -> RateLimitOutcome,
+    ) -> Option<Box<Extra>> {
+        let Options {
+            outcome_in_request,
+            outcome_in_response,
+            request_id_on_every_response,
+            legacy_headers,
+        } = options;
+        if outcome_in_request
+            || outcome_in_response
+            || request_id_on_every_response
+            || legacy_headers
+        {
+            Self::build(request, options, outcome())
+        } else {
+            None
+        }
+    }
+
+    #[cold]
+    fn build<B>(
+        request: &mut Request<B>,
+        options: Options,
+        outcome: RateLimitOutcome,
+    ) -> Option<Box<Extra>> {
+        let request_id = options.request_id_on_every_response.then(|| {
+            let id = RequestId::from_headers(request.headers());
+            let value = id.header_value().clone();
+            request.headers_mut().insert(X_REQUEST_ID, value.clone());
+            value
+        });
+        if options.outcome_in_request {
+            request.extensions_mut().insert(outcome);
+        }
+        let extra = Extra {
+            request_id,
+            legacy: options.legacy_headers,
+            outcome: options.outcome_in_response.then_some(outcome),
+        };
+        // Only the outcome in the request: the response needs nothing.
+        let needed = extra.request_id.is_some() || extra.legacy || extra.outcome.is_some();
+        needed.then(|| Box::new(extra))
+    }
+
+    #[cold]
+    fn write<B>(self, remaining: Option<Quota>, response: &mut Response<B>) {
         let headers = response.headers_mut();
-        headers.insert(RATELIMIT_POLICY, self.policy);
-        if let Some(q) = self.remaining {
-            headers.insert(RATELIMIT, q.header());
-            if self.legacy {
-                q.write_legacy(headers);
-            }
+        if let (true, Some(q)) = (self.legacy, remaining) {
+            q.write_legacy(headers);
         }
         if let Some(id) = self.request_id {
             headers.insert(X_REQUEST_ID, id);
         }
         if let Some(o) = self.outcome {
             response.extensions_mut().insert(o);
+        }
+    }
+}
+
+impl Stamp {
+    /// The stamp for a request admitted on `entry`'s route.
+    #[inline]
+    pub(super) fn new(
+        entry: &RouteEntry,
+        remaining: Option<Remaining>,
+        extra: Option<Box<Extra>>,
+    ) -> Stamp {
+        Stamp {
+            policy: entry.interned_policy(),
+            remaining: remaining.map(|r| Quota::new(r, entry.limits())),
+            extra,
+        }
+    }
+
+    #[inline]
+    fn write<B>(self, response: &mut Response<B>) {
+        let headers = response.headers_mut();
+        headers.insert(RATELIMIT_POLICY, self.policy.clone());
+        if let Some(q) = self.remaining {
+            headers.insert(RATELIMIT, q.header());
+        }
+        if let Some(extra) = self.extra {
+            (*extra).write(self.remaining, response);
         }
     }
 }
@@ -196,22 +283,8 @@ where
         }
         return Ok(refusal);
     }
-    let request_id = options.request_id_on_every_response.then(|| {
-        let id = RequestId::from_headers(request.headers());
-        let value = id.header_value().clone();
-        request.headers_mut().insert(X_REQUEST_ID, value.clone());
-        value
-    });
-    if options.outcome_in_request {
-        request.extensions_mut().insert(outcome);
-    }
-    let stamp = Stamp {
-        policy: entry.policy().clone(),
-        remaining: remaining.map(|r| Quota::new(r, entry.limits())),
-        request_id,
-        legacy: options.legacy_headers,
-        outcome: options.outcome_in_response.then_some(outcome),
-    };
+    let extra = Extra::for_request(&mut request, options, || outcome);
+    let stamp = Stamp::new(entry, remaining, extra);
     let mut response = inner.call(request).await?;
     stamp.write(&mut response);
     Ok(response)

@@ -8,12 +8,12 @@ use std::sync::Arc;
 use ::http::{Request, Response};
 use ::tower::Service;
 
-use super::future::{wait_and_respond, ResponseFuture, Stamp, Wait};
+use super::future::{wait_and_respond, Extra, ResponseFuture, Stamp, Wait};
 use super::outcome::RateLimitOutcome;
 use super::refusal::{respond, BodyFromBytes, RefusalBody, RefusalHook};
 use super::state::LayerState;
 use crate::admission::Admission;
-use crate::http::{is_grpc, Answer, KeyExtractor, PeerExtractor, RequestId, X_REQUEST_ID};
+use crate::http::{is_grpc, Answer, KeyExtractor, PeerExtractor, RequestId};
 
 /// What the layer was asked to add beyond the contract's headers (see the
 /// [`RateLimitLayer`](super::RateLimitLayer) methods). The default adds nothing, so that an
@@ -78,8 +78,9 @@ impl<S: fmt::Debug, A, X, M> fmt::Debug for RateLimit<S, A, X, M> {
 enum Step<B, A, X, M> {
     /// No route matched: not limited.
     Unlimited,
-    /// Admitted: call the inner service, then stamp its response.
-    Admitted(Stamp, RateLimitOutcome),
+    /// Admitted: call the inner service, then stamp its response (the request already has
+    /// what the options put on it).
+    Admitted(Stamp),
     /// Refused: the answer is ready (boxed, like the waiting case: both are off the admitted
     /// path, and a small `Step` is cheap to hand out of the thread-local cache).
     Refused(Box<Response<B>>),
@@ -140,20 +141,15 @@ where
                 }));
             };
             compiled.record_sdk(request.headers(), verdict.computed.outcome());
-            let outcome = RateLimitOutcome {
+            // Built only where an option asks for it (or on a refusal, off the admitted path).
+            let outcome = || RateLimitOutcome {
                 decision: verdict.computed,
                 class: entry.class(),
                 enforced: !verdict.is_shadowed(),
             };
             if verdict.decision.is_admit() {
-                let stamp = Stamp {
-                    policy: entry.policy().clone(),
-                    remaining: remaining.map(|r| crate::http::Quota::new(r, entry.limits())),
-                    request_id: None,
-                    legacy: options.legacy_headers,
-                    outcome: options.outcome_in_response.then_some(outcome),
-                };
-                return Step::Admitted(stamp, outcome);
+                let extra = Extra::for_request(&mut request, options, outcome);
+                return Step::Admitted(Stamp::new(entry, remaining, extra));
             }
             refuse(
                 &request,
@@ -161,7 +157,7 @@ where
                 profile,
                 entry,
                 remaining,
-                outcome,
+                outcome(),
                 options,
                 on_refusal,
                 body,
@@ -170,18 +166,7 @@ where
         match step {
             // Called here, in `call`, right after `poll_ready`: no clone of the inner service.
             Step::Unlimited => ResponseFuture::pass_through(self.inner.call(request)),
-            Step::Admitted(mut stamp, outcome) => {
-                if options.request_id_on_every_response {
-                    let id = RequestId::from_headers(request.headers());
-                    let value = id.header_value().clone();
-                    request.headers_mut().insert(X_REQUEST_ID, value.clone());
-                    stamp.request_id = Some(value);
-                }
-                if options.outcome_in_request {
-                    request.extensions_mut().insert(outcome);
-                }
-                ResponseFuture::admitted(self.inner.call(request), stamp)
-            }
+            Step::Admitted(stamp) => ResponseFuture::admitted(self.inner.call(request), stamp),
             Step::Refused(response) => ResponseFuture::refused(*response),
             Step::Wait(wait) => {
                 // The inner service is called after the wait: the clone that was made ready

@@ -300,6 +300,15 @@ fn the_http_types_keep_their_tower_paths() {
 
 /// The layer without options, as `RateLimitLayer::new` makes it.
 fn plain_service(limiter: Arc<Limiter>, calls: Arc<AtomicUsize>) -> Svc {
+    service_with(limiter, calls, |layer| layer)
+}
+
+/// The layer with the options `options` sets, over a handler that reports what it saw.
+fn service_with(
+    limiter: Arc<Limiter>,
+    calls: Arc<AtomicUsize>,
+    options: impl FnOnce(RateLimitLayer<Arc<Limiter>>) -> RateLimitLayer<Arc<Limiter>>,
+) -> Svc {
     let inner = service_fn(move |req: Request<String>| {
         calls.fetch_add(1, Ordering::Relaxed);
         let seen = req.extensions().get::<RateLimitOutcome>().is_some();
@@ -314,7 +323,7 @@ fn plain_service(limiter: Arc<Limiter>, calls: Arc<AtomicUsize>) -> Svc {
             Ok::<_, Infallible>(r)
         }
     });
-    tower::util::BoxCloneService::new(RateLimitLayer::new(limiter).layer(inner))
+    tower::util::BoxCloneService::new(options(RateLimitLayer::new(limiter)).layer(inner))
 }
 
 fn with_id(mut r: Request<String>, id: &str) -> Request<String> {
@@ -354,6 +363,21 @@ async fn by_default_admitted_responses_get_no_outcome_and_no_generated_id() {
     assert_eq!(r.status(), 200);
     assert_eq!(r.headers()["x-handler-id"], "abc-1");
     assert!(r.headers().get("x-request-id").is_none());
+}
+
+#[tokio::test]
+async fn the_outcome_in_the_request_alone_adds_nothing_to_the_response() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = service_with(limiter(), Arc::clone(&calls), |l| l.outcome_in_request());
+    let r = svc
+        .oneshot(request(Method::GET, "/v1/items"))
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.headers()["x-saw-outcome"], "1", "the handler got it");
+    assert!(r.extensions().get::<RateLimitOutcome>().is_none());
+    assert!(r.headers().get("x-request-id").is_none());
+    assert!(r.headers().get("ratelimit-policy").is_some());
 }
 
 #[tokio::test]
