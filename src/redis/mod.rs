@@ -109,8 +109,10 @@ use crate::published::PublishedLimits;
 use crate::{decision::Cause, Limiter};
 
 mod builder;
+mod clock;
 mod connection;
 mod deny;
+mod program;
 mod script;
 mod sentinel;
 mod telemetry;
@@ -158,6 +160,7 @@ impl RedisLimiter {
             margin: Duration::from_millis(100),
             observe: Default::default(),
             replica_acks: 0,
+            redis_module: true,
         }
     }
 
@@ -278,6 +281,13 @@ impl RedisLimiter {
             deny.clear();
         }
         Ok(())
+    }
+
+    /// What decides in Redis: `"module"` (tollgate's Redis module, `tollgate.admit`),
+    /// `"function"` (the Redis function, `FCALL`) or `"script"` (`EVALSHA`, before Redis 7).
+    /// Also the gauge `tollgate_store_program{program}` (feature `metrics`).
+    pub fn store_program(&self) -> &'static str {
+        self.store.program()
     }
 
     /// The command one charging decision for `key` sends (`FCALL ..` or `EVALSHA ..`), as
