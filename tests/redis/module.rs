@@ -337,8 +337,16 @@ async fn replicas_and_the_aof_get_the_writes() {
         "--dir",
         dir.to_str().unwrap(),
     ]);
-    let replica =
-        RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port().to_string()]);
+    // The replica keeps the RDB it is sent in its own directory (not the crate's).
+    let replica_dir = dir.join("replica");
+    std::fs::create_dir_all(&replica_dir).unwrap();
+    let replica = RedisServer::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &primary.port().to_string(),
+        "--dir",
+        replica_dir.to_str().unwrap(),
+    ]);
     for _ in 0..100 {
         if replica
             .cmd(&["INFO", "replication"])
