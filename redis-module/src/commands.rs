@@ -158,7 +158,14 @@ pub unsafe extern "C" fn admit(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_i
 
     if n > 0.0 {
         let w = decision::bucket_write(&p, now, &charge);
-        effects::set_tats(&id, w.value, w.expire_at);
+        // Never reached for a string or missing key; if Redis refused, nothing was written
+        // and the caller must not count an admission.
+        if !effects::set_tats(&id, w.value, w.expire_at) {
+            return error(
+                ctx,
+                c"ERR tollgate: the identity's key could not be written",
+            );
+        }
         match capacity {
             Some((key, field, CapacityWrite::Fresh { e, n, expire })) => {
                 effects::hash_fresh(&key, field, e, n, expire)
@@ -223,7 +230,12 @@ pub unsafe extern "C" fn refund(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_
     };
     let stored = value.as_deref().and_then(decision::unpack);
     if let Some(v) = decision::refund_buckets(stored, burst, sustained) {
-        effects::set_tats(&id, v, None);
+        if !effects::set_tats(&id, v, None) {
+            return error(
+                ctx,
+                c"ERR tollgate: the identity's key could not be written",
+            );
+        }
     }
     if let Some(key) = hash {
         let field = args[4];

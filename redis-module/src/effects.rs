@@ -26,11 +26,12 @@ fn signal(key: &Key) {
 
 /// Writes an identity's packed TATs and expiry (ms), keeping the key's expiry when `expire_at`
 /// is `None` (`SET .. KEEPTTL`), else setting it (`SET .. PXAT`). The key is a string or
-/// missing (the caller checked).
-pub fn set_tats(key: &Key, value: [f64; 3], expire_at: Option<f64>) {
+/// missing (the caller checked). `false` if Redis refused the write (nothing was written).
+#[must_use]
+pub fn set_tats(key: &Key, value: [f64; 3], expire_at: Option<f64>) -> bool {
     let bytes = pack(value);
     if !key.write_string(&bytes) {
-        return;
+        return false;
     }
     let api = api();
     match expire_at {
@@ -73,6 +74,7 @@ pub fn set_tats(key: &Key, value: [f64; 3], expire_at: Option<f64>) {
         notify(key, NOTIFY_GENERIC, c"expire");
     }
     signal(key);
+    true
 }
 
 /// `HMGET key e s <field>`, each read as Lua's `tonumber` would.
