@@ -5,9 +5,11 @@
 //!
 //! 1. A fixed number of decisions through `RedisLimiter` (64 concurrent callers, 10 tenants x
 //!    100 principals, quotas that mostly admit), for both buckets and then with shared
-//!    capacity; `INFO commandstats` gives the decision code's `usec_per_call` (`fcall`, or
-//!    `evalsha` on servers without functions): the Redis CPU of one decision, the calls it
-//!    makes inside included.
+//!    capacity, with the Redis function and with tollgate's Redis module (`redis-module/`, built
+//!    here unless `TOLLGATE_REDIS_MODULE` names it; the server loads it); `INFO commandstats`
+//!    gives the decision command's `usec_per_call` (`fcall`, `tollgate.admit`, or `evalsha` on
+//!    servers without functions): the Redis CPU of one decision, the calls it makes inside
+//!    included.
 //! 2. `redis-benchmark -P 16 -c 64` for `INCR`, for the decision command exactly as the limiter
 //!    sends it (identities drawn from 100,000 with `__rand_int__`), and for `CL.THROTTLE` if
 //!    `TOLLGATE_REDIS_CELL` names redis-cell's module (`libredis_cell.so`; skipped with a
@@ -16,7 +18,7 @@
 //! Every figure is the median of `BENCH_ROUNDS` (default 3) rounds; `BENCH_DECISIONS` (default
 //! 50,000) and `BENCH_REQUESTS` (default 300,000) set the sizes.
 
-use tollgate_testkit::redis_server;
+use tollgate_testkit::{redis_module, redis_server};
 
 use std::process::Command;
 use std::sync::Arc;
@@ -63,7 +65,7 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// The decision code's command in commandstats: `fcall` or `evalsha`.
+/// The decision command in commandstats: `fcall`, `tollgate.admit` or `evalsha`.
 fn verb(words: &[String]) -> String {
     words[0].to_ascii_lowercase()
 }
@@ -140,9 +142,10 @@ fn main() {
     let cell = std::env::var(CELL_ENV)
         .ok()
         .filter(|p| std::path::Path::new(p).exists());
+    let module = redis_module::path();
     let server = match &cell {
-        Some(path) => RedisServer::start_with(&["--loadmodule", path]),
-        None => RedisServer::start(),
+        Some(path) => RedisServer::start_with(&["--loadmodule", &module, "--loadmodule", path]),
+        None => RedisServer::start_with(&["--loadmodule", &module]),
     };
     let version = server.cmd(&["INFO", "server"]);
     let version = version
@@ -157,9 +160,15 @@ fn main() {
         .unwrap();
 
     let mut rows: Vec<(String, f64, f64)> = Vec::new();
-    for (name, yaml) in [
-        ("both buckets", PROFILE.to_owned()),
-        ("with shared capacity", format!("{PROFILE}{CAPACITY}")),
+    for (name, yaml, use_module) in [
+        ("both buckets", PROFILE.to_owned(), false),
+        (
+            "with shared capacity",
+            format!("{PROFILE}{CAPACITY}"),
+            false,
+        ),
+        ("both buckets", PROFILE.to_owned(), true),
+        ("with shared capacity", format!("{PROFILE}{CAPACITY}"), true),
     ] {
         let (mut usec, mut admitted, mut rps, mut bench_usec) = (vec![], vec![], vec![], vec![]);
         let mut command = Vec::new();
@@ -168,6 +177,7 @@ fn main() {
                 RedisLimiter::builder(&server.url(), Profile::from_yaml(&yaml).unwrap())
                     .key_prefix(&format!("cost{round}"))
                     .key_secret(b"bench")
+                    .redis_module(use_module)
                     .connect()
                     .await
                     .unwrap()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Instructions the Redis server executes per decision (callgrind, counting only inside the
 # command: fcallCommand, evalShaCommand, incrCommand, and module commands), for tollgate's code
-# at a git revision beside INCR and, if TOLLGATE_REDIS_CELL names its module, CL.THROTTLE.
+# at a git revision beside INCR, tollgate's Redis module (redis-module/, built here unless
+# TOLLGATE_REDIS_MODULE names its .so) and, if TOLLGATE_REDIS_CELL names its module, CL.THROTTLE.
 # Unlike the microseconds of `INFO commandstats` (benches/redis_cost.rs), the count does not
 # move with the machine's load. Steady state: 200 identities, each key already there.
 #
@@ -15,6 +16,11 @@ N=${N:-5000}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 if [ -n "$REV" ]; then git show "$REV:src/redis/admit.lua" >"$tmp/admit.lua"; else cp src/redis/admit.lua "$tmp/admit.lua"; fi
+module=${TOLLGATE_REDIS_MODULE:-}
+if [ -z "$module" ]; then
+  nice cargo build --quiet --release --manifest-path redis-module/Cargo.toml
+  module=$PWD/redis-module/target/release/libtollgate_redis.so
+fi
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
 # count LABEL SETUP_KIND WORDS...: Ir per call of WORDS, replayed N times over 200 identities.
@@ -24,7 +30,7 @@ count() {
     --toggle-collect=fcallCommand --toggle-collect=evalShaCommand \
     --toggle-collect=incrCommand --toggle-collect=RedisModuleCommandDispatcher \
     redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
-    ${TOLLGATE_REDIS_CELL:+--loadmodule "$TOLLGATE_REDIS_CELL"} >/dev/null 2>"$tmp/vg.log" &
+    --loadmodule "$module" ${TOLLGATE_REDIS_CELL:+--loadmodule "$TOLLGATE_REDIS_CELL"} >/dev/null 2>"$tmp/vg.log" &
   local vg=$!
   for _ in $(seq 600); do redis-cli -p "$port" ping 2>/dev/null | grep -q PONG && break; sleep 0.2; done
   local words=("$@")
@@ -60,6 +66,8 @@ else # the previous script's arguments
   count "tollgate EVALSHA, both buckets" script EVALSHA sha 1 'tollgate:{5}:i:__rand_int__' 1 10000 1000000 36000 3600000000 0 0 0 100 0
   count "tollgate EVALSHA, with shared capacity" script EVALSHA sha 3 'tollgate:{5}:i:__rand_int__' 'tollgate:{5}:t:__rand_int__' 'tollgate:{5}:s' 1 10000 1000000 36000 3600000000 1000000 10000000 5000000 100 0
 fi
+count "tollgate.admit (module), both buckets" none tollgate.admit 'tollgate:{5}:i:__rand_int__' "$C 0 0 0" 1 0
+count "tollgate.admit (module), with shared capacity" none tollgate.admit 'tollgate:{5}:i:__rand_int__' 'tollgate:{5}:c' "$C 1000000 10000000 5000000" 1 0 't:__rand_int__'
 count "INCR" none INCR 'bench:__rand_int__'
 if [ -n "${TOLLGATE_REDIS_CELL:-}" ]; then
   count "redis-cell CL.THROTTLE" none CL.THROTTLE 'cell:__rand_int__' 99 100 1 1

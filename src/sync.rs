@@ -126,7 +126,7 @@ pub(crate) use imp::*;
 /// process-wide bookkeeping (config generations and ids), whose races decide nothing about
 /// admission. Modelling them would only multiply the interleavings loom explores.
 pub(crate) mod unmodelled {
-    #[cfg(feature = "metrics")]
+    #[cfg(any(feature = "metrics", feature = "redis"))]
     pub(crate) use core::sync::atomic::AtomicBool;
     pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
 }

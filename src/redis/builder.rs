@@ -28,6 +28,7 @@ pub struct RedisBuilder {
     pub(super) margin: Duration,
     pub(super) observe: ObserveOptions,
     pub(super) replica_acks: u32,
+    pub(super) redis_module: bool,
 }
 
 /// Why [`RedisLimiter::connect`] failed.
@@ -120,6 +121,15 @@ impl RedisBuilder {
         self
     }
 
+    /// Whether to decide with tollgate's Redis module (`redis-module/`: `tollgate.admit`) where
+    /// the server has it loaded (default true; looked for at connect). `false` always uses the
+    /// Redis function, as on a server without the module. Both make the same decisions on the
+    /// same keys; see the README's "Redis cost".
+    pub fn redis_module(mut self, on: bool) -> Self {
+        self.redis_module = on;
+        self
+    }
+
     /// Counts decisions per listed tenant too, as [`crate::Builder::per_tenant_metrics`] does.
     #[cfg(feature = "metrics")]
     pub fn per_tenant_metrics(mut self, on: bool) -> Self {
@@ -171,7 +181,7 @@ impl RedisBuilder {
         }
         Ok(RedisLimiter {
             engine: Engine::new(self.profile, &secret, self.observe),
-            store: Store::new(conn, self.prefix, self.margin).await?,
+            store: Store::new(conn, self.prefix, self.margin, self.redis_module).await?,
             deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
             started: Instant::now(),
             metrics: super::telemetry::StoreMetrics::new(),

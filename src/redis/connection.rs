@@ -12,7 +12,8 @@
 //! A Redis primary acknowledges a write before any replica has it; a primary that dies (or is
 //! demoted by a forced failover) loses what its replicas had not yet received, and the new
 //! primary would admit those requests again. With `acks` > 0 every script or function call
-//! (`EVAL`, `EVALSHA`, `FCALL`) is followed on the same connection (so the same node) by
+//! (`EVAL`, `EVALSHA`, `FCALL`, or tollgate's module: `TOLLGATE.ADMIT`, `TOLLGATE.REFUND`) is
+//! followed on the same connection (so the same node) by
 //! `WAIT acks timeout`, and a reply counts only once `acks` replicas hold everything written
 //! before it: otherwise the call fails (the decision fails closed; its charge stands on the
 //! old primary, so this errs towards refusing).
@@ -179,10 +180,19 @@ impl Connection {
     }
 }
 
-/// `EVALSHA sha numkeys key ...` or `FCALL name numkeys key ...`: the first key, if any.
+/// `EVALSHA sha numkeys key ...`, `FCALL name numkeys key ...` or (tollgate's Redis module)
+/// `TOLLGATE.ADMIT key ...`: the first key, if any.
 fn first_key(cmd: &Cmd) -> Option<&[u8]> {
     let mut args = cmd.args_iter();
-    let (Some(_), Some(_), Some(Arg::Simple(n))) = (args.next(), args.next(), args.next()) else {
+    if let Some(Arg::Simple(name)) = args.next() {
+        if is_module_command(name) {
+            return match args.next() {
+                Some(Arg::Simple(k)) => Some(k),
+                _ => None,
+            };
+        }
+    }
+    let (Some(_), Some(Arg::Simple(n))) = (args.next(), args.next()) else {
         return None;
     };
     if n == b"0" {
@@ -194,14 +204,25 @@ fn first_key(cmd: &Cmd) -> Option<&[u8]> {
     }
 }
 
-/// A script or function call (`EVAL`, `EVALSHA` or `FCALL`): the only writes decisions make.
+/// A script or function call (`EVAL`, `EVALSHA` or `FCALL`) or a command of tollgate's Redis
+/// module: the only writes decisions make.
 fn is_script(cmd: &Cmd) -> bool {
     match cmd.args_iter().next() {
-        Some(Arg::Simple(name)) => [&b"EVALSHA"[..], b"EVAL", b"FCALL"]
-            .iter()
-            .any(|verb| name.eq_ignore_ascii_case(verb)),
+        Some(Arg::Simple(name)) => {
+            is_module_command(name)
+                || [&b"EVALSHA"[..], b"EVAL", b"FCALL"]
+                    .iter()
+                    .any(|verb| name.eq_ignore_ascii_case(verb))
+        }
         _ => false,
     }
+}
+
+/// `TOLLGATE.ADMIT` or `TOLLGATE.REFUND` (the module's commands: keys first).
+fn is_module_command(name: &[u8]) -> bool {
+    [&b"TOLLGATE.ADMIT"[..], b"TOLLGATE.REFUND"]
+        .iter()
+        .any(|verb| name.eq_ignore_ascii_case(verb))
 }
 
 impl Link {
@@ -275,6 +296,13 @@ mod tests {
             .arg("t:{7}:c");
         assert!(is_script(&fcall));
         assert_eq!(first_key(&fcall), Some(&b"t:{7}:i:y"[..]));
+        let mut module = ::redis::cmd("tollgate.admit");
+        module
+            .arg("t:{9}:i:z")
+            .arg("t:{9}:c")
+            .arg("1 2 3 4 5 6 7 8");
+        assert!(is_script(&module));
+        assert_eq!(first_key(&module), Some(&b"t:{9}:i:z"[..]));
         let mut get = ::redis::cmd("GET");
         get.arg("k");
         assert!(!is_script(&get));

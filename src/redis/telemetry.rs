@@ -7,6 +7,7 @@
 //! | `tollgate_store_round_trip_seconds` | histogram | (every call the server answered) |
 //! | `tollgate_store_errors_total` | counter | `kind` (timeout, connection, script, reply, expired) |
 //! | `tollgate_deny_cache_hits_total` | counter | |
+//! | `tollgate_store_program` | gauge | `program` (module, function, script): 1 for the one deciding (see `program.rs`) |
 //!
 //! Handles are registered when the limiter connects: install the recorder first.
 

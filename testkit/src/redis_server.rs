@@ -37,11 +37,16 @@ impl RedisServer {
     }
 
     fn launch(extra: &[&str], tied: bool) -> RedisServer {
+        let mut extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
+        // `TOLLGATE_TEST_REDIS_MODULE=1`: every server has tollgate's module.
+        if crate::redis_module::everywhere() && !extra.iter().any(|a| a == "--loadmodule") {
+            extra.extend(["--loadmodule".to_owned(), crate::redis_module::path()]);
+        }
         let mut s = RedisServer {
             port: free_port(),
             child: None,
             tied,
-            extra: extra.iter().map(|a| (*a).to_owned()).collect(),
+            extra,
         };
         s.spawn();
         s

@@ -1,7 +1,9 @@
 //! Replays `fuzz/corpus/redis_differential/` through the `redis_differential` fuzz check
 //! (`tollgate_testkit::fuzz::redis_differential`): the embedded limiter and the Redis backend,
 //! fed the same sequences, agree on every decision at the server's instants. One server for
-//! the whole corpus; each input is at most 160 steps and 40 ms of sleep.
+//! the whole corpus; each input is at most 160 steps and 40 ms of sleep. Three times: with the
+//! Redis function, with tollgate's Redis module (`redis-module/`, built by the harness unless
+//! `TOLLGATE_REDIS_MODULE` names it), and with both alternating on the same keys.
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
@@ -11,6 +13,20 @@ use tollgate_testkit::fuzz::redis_differential::{check_counted, Compared, Harnes
 
 #[test]
 fn redis_differential_corpus() {
+    replay(Harness::start());
+}
+
+#[test]
+fn redis_differential_corpus_module() {
+    replay(Harness::start_module());
+}
+
+#[test]
+fn redis_differential_corpus_module_and_function_mixed() {
+    replay(Harness::start_mixed());
+}
+
+fn replay(harness: Harness) {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/redis_differential");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
@@ -19,7 +35,6 @@ fn redis_differential_corpus() {
         .collect();
     files.sort();
     assert!(!files.is_empty(), "no corpus in {}", dir.display());
-    let harness = Harness::start();
     let mut seen = Compared::default();
     for f in files {
         let data = std::fs::read(&f).unwrap();

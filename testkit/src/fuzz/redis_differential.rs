@@ -29,7 +29,12 @@
 //! second of the server's clock: the resolution and the window grid are then the same on both
 //! sides, and any difference is a divergence. An input ends early (nothing more compared) if the
 //! server's clock steps back or a capacity window ends inside an `admit_all`'s bracket.
+//!
+//! The Redis side decides with the Redis function ([`Harness::start`]), with tollgate's Redis
+//! module ([`Harness::start_module`]), or alternately with both on the same keys
+//! ([`Harness::start_mixed`]: a fleet mixing nodes with and without the module).
 
+use std::cell::Cell;
 use std::time::Duration;
 
 use tollgate::quanta::Clock;
@@ -48,19 +53,39 @@ use pair::{Pair, Stop};
 pub struct Harness {
     server: RedisServer,
     rt: tokio::runtime::Runtime,
+    /// Decide with the module (`true`) or the function (`false`); one limiter of each,
+    /// alternating call by call, when both.
+    programs: &'static [bool],
 }
 
 impl Harness {
     /// Starts the server (killed when this process exits, even by a fuzz crash: see
-    /// [`RedisServer::start_tied`]) and a single-threaded runtime.
+    /// [`RedisServer::start_tied`]) and a single-threaded runtime; decisions by the function.
     pub fn start() -> Harness {
+        Harness::with(RedisServer::start_tied(), &[false])
+    }
+
+    /// A server with tollgate's Redis module ([`crate::redis_module::server`], built on first
+    /// use); decisions by the module.
+    pub fn start_module() -> Harness {
+        Harness::with(crate::redis_module::server(), &[true])
+    }
+
+    /// A server with the module; decisions alternately by the module and by the function, on
+    /// the same keys.
+    pub fn start_mixed() -> Harness {
+        Harness::with(crate::redis_module::server(), &[true, false])
+    }
+
+    fn with(server: RedisServer, programs: &'static [bool]) -> Harness {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .expect("a tokio runtime");
         Harness {
-            server: RedisServer::start_tied(),
+            server,
             rt,
+            programs,
         }
     }
 }
@@ -120,11 +145,18 @@ async fn run(h: &Harness, data: &[u8], seen: &mut Compared) {
     let mut redis_profile = profile.clone();
     // Decisions, not timeouts, are under test: a loaded machine must not turn into a 503.
     redis_profile.store.timeout = tollgate::profile::Period::from_secs(10).unwrap();
-    let redis = RedisLimiter::builder(&h.server.url(), redis_profile.clone())
-        .key_secret(b"fuzz")
-        .connect()
-        .await
-        .expect("connect to the harness's redis-server");
+    let mut limiters = Vec::new();
+    for &module in h.programs {
+        let redis = RedisLimiter::builder(&h.server.url(), redis_profile.clone())
+            .key_secret(b"fuzz")
+            .redis_module(module)
+            .connect()
+            .await
+            .expect("connect to the harness's redis-server");
+        let want = if module { "module" } else { "function" };
+        assert_eq!(redis.store_program(), want, "the harness's decision path");
+        limiters.push(redis);
+    }
     let (clock, mock) = Clock::mock();
     let embedded = Limiter::builder(profile)
         .clock(clock)
@@ -132,12 +164,13 @@ async fn run(h: &Harness, data: &[u8], seen: &mut Compared) {
         .build()
         .expect("a 4096-slot table");
     let classes = [
-        redis.route_class("c0").unwrap(),
-        redis.route_class("c1").unwrap(),
+        limiters[0].route_class("c0").unwrap(),
+        limiters[0].route_class("c1").unwrap(),
     ];
     assert_eq!(classes[1], embedded.route_class("c1").unwrap());
     let mut p = Pair {
-        redis,
+        limiters,
+        turn: Cell::new(0),
         embedded,
         mock,
         port: h.server.port(),
@@ -184,7 +217,7 @@ async fn steps(
             }
             1 | 2 => {
                 let who = name(k, generation);
-                let (verdict, now) = p.redis.evaluate_traced(&p.key(&who, c)).await;
+                let (verdict, now) = p.redis().evaluate_traced(&p.key(&who, c)).await;
                 let now = now.unwrap_or_else(|| panic!("no server time: {verdict:?}"));
                 p.set(now)?;
                 let want = p.embedded.admit(&p.key(&who, c));
@@ -198,7 +231,7 @@ async fn steps(
             3 | 4 => {
                 let n = COSTS[usize::from(b.u8()) % COSTS.len()];
                 let who = name(k, generation);
-                let (verdict, now) = p.redis.evaluate_n_traced(&p.key(&who, c), n).await;
+                let (verdict, now) = p.redis().evaluate_n_traced(&p.key(&who, c), n).await;
                 match now {
                     Some(now) => p.set(now)?,
                     None => assert!(
@@ -217,7 +250,7 @@ async fn steps(
             5 => {
                 let who = name(k, generation);
                 let a = p.server_time();
-                let got = p.redis.peek(&p.key(&who, c)).await;
+                let got = p.redis().peek(&p.key(&who, c)).await;
                 let z = p.server_time();
                 p.set(a)?;
                 let (lo, hi) = (p.at, z.checked_sub(p.zero).ok_or(Stop)?);
@@ -266,7 +299,7 @@ async fn steps(
                     (0..i).all(|j| (&items[i].0, items[i].1) != (&items[j].0, items[j].1))
                 });
                 let a = p.server_time();
-                let got = p.redis.admit_all(&keys(p)).await;
+                let got = p.redis().admit_all(&keys(p)).await;
                 let z = p.server_time();
                 if let Some(w) = p.window {
                     if a / w != z / w {
@@ -337,7 +370,13 @@ async fn steps(
                 };
                 let mut rp = profile.clone();
                 rp.store = redis_profile.store;
-                let (r, e) = (p.redis.reload(rp.clone()), p.embedded.reload(profile));
+                let r = p
+                    .limiters
+                    .iter()
+                    .map(|l| l.reload(rp.clone()))
+                    .reduce(|a, b| a.and(b))
+                    .expect("a limiter");
+                let e = p.embedded.reload(profile);
                 assert_eq!(
                     r.is_ok(),
                     e.is_ok(),

@@ -1,6 +1,7 @@
 //! The two backends side by side: the Redis limiter, the embedded one on a mock clock, and that
 //! clock moved to the instants the server reports, so that both decide at the same time.
 
+use std::cell::Cell;
 use std::sync::Arc;
 
 use tollgate::quanta::Mock;
@@ -11,7 +12,9 @@ use crate::redis_server::cmd_at;
 
 /// Both backends, the embedded one's mock clock, and where that clock stands.
 pub(super) struct Pair {
-    pub(super) redis: RedisLimiter,
+    /// One limiter per program of the harness, taken in turn.
+    pub(super) limiters: Vec<RedisLimiter>,
+    pub(super) turn: Cell<usize>,
     pub(super) embedded: Limiter,
     pub(super) mock: Arc<Mock>,
     pub(super) port: u16,
@@ -56,6 +59,13 @@ impl Pair {
             self.mock.decrement((self.at - rel) * 1_000);
         }
         self.at = rel;
+    }
+
+    /// The Redis limiter of the next call (the module's and the function's in turn, if both).
+    pub(super) fn redis(&self) -> &RedisLimiter {
+        let t = self.turn.get();
+        self.turn.set(t + 1);
+        &self.limiters[t % self.limiters.len()]
     }
 
     pub(super) fn key<'a>(&self, name: &'a str, c: usize) -> Key<'a> {

@@ -1,0 +1,466 @@
+//! tollgate's Redis module (`redis-module/`: `tollgate.admit`, `tollgate.refund`) against the
+//! Redis function on real servers: the same bytes written and the same replies, bad input
+//! refused with nothing written, replicas and the AOF given the writes (never the command), and
+//! a worker falling back to the function when a node loses the module. Decisions against the
+//! embedded model: the corpus replays in `differential.rs`. The harness builds the module
+//! (`cargo build --release --manifest-path redis-module/Cargo.toml`) unless
+//! `TOLLGATE_REDIS_MODULE` names it.
+
+use std::time::Duration;
+
+use ::redis::aio::MultiplexedConnection;
+use ::redis::{cmd, Value};
+use tollgate::redis::RedisLimiter;
+use tollgate::{Decision, Key, Profile};
+use tollgate_testkit::redis_module;
+use tollgate_testkit::redis_server::{cmd_at, RedisServer};
+
+const ADMIT: &str = include_str!("../../src/redis/admit.lua");
+const REFUND: &str = include_str!("../../src/redis/refund.lua");
+
+/// The function library as tollgate registers it, under short names.
+fn library() -> String {
+    format!(
+        "#!lua name=t\n{ADMIT}\n{REFUND}\nredis.register_function('a', admit)\n\
+         redis.register_function('r', refund)\n"
+    )
+}
+
+async fn conn(server: &RedisServer) -> MultiplexedConnection {
+    let client = ::redis::Client::open(server.url()).unwrap();
+    client.get_multiplexed_async_connection().await.unwrap()
+}
+
+/// A server with the module and the function library loaded, and a connection to it.
+async fn both() -> (RedisServer, MultiplexedConnection) {
+    let server = redis_module::server();
+    let mut c = conn(&server).await;
+    let _: String = cmd("FUNCTION")
+        .arg("LOAD")
+        .arg(library())
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    (server, c)
+}
+
+async fn now_us(c: &mut MultiplexedConnection) -> u64 {
+    let (s, us): (u64, u64) = cmd("TIME").query_async(c).await.unwrap();
+    s * 1_000_000 + us
+}
+
+fn packed(v: [f64; 3]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+/// Runs one decision by the module (`tollgate.admit keys.. args..`) or the function
+/// (`FCALL a numkeys keys.. args..`).
+async fn decide(
+    c: &mut MultiplexedConnection,
+    module: bool,
+    keys: &[&str],
+    args: &[&str],
+) -> ::redis::RedisResult<Value> {
+    let mut q = if module {
+        cmd("tollgate.admit")
+    } else {
+        let mut q = cmd("FCALL");
+        q.arg("a").arg(keys.len());
+        q
+    };
+    q.arg(keys).arg(args).query_async(c).await
+}
+
+/// `[outcome, wait, now]`.
+fn triple(v: &Value) -> [i64; 3] {
+    match v {
+        Value::Array(a) if a.len() == 3 => {
+            let i = |x: &Value| match x {
+                Value::Int(i) => *i,
+                other => panic!("not an integer: {other:?}"),
+            };
+            [i(&a[0]), i(&a[1]), i(&a[2])]
+        }
+        other => panic!("not the decision's reply: {other:?}"),
+    }
+}
+
+/// From the same state (TATs in the future, so that nothing depends on the instant but the
+/// reply's `now`), the module and the function write the same bytes, the same capacity hash
+/// and give the same reply (`wait + now` is the same instant on both).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_and_function_write_the_same_bytes_and_reply_alike() {
+    let (_server, mut c) = both().await;
+    // burst 100/10s (t 100 ms, tau 10 s), sustained 1000/1h; capacity window 10 s, 50 slots,
+    // the tenant's cap 7.
+    let class = "100000 10000000 3600000 3600000000 100 10000000 50 7";
+    let now = now_us(&mut c).await as f64;
+    // 500 ms of burst debt and 2 s of sustained debt; an expiry far ahead (KEEPTTL path).
+    let state = packed([now + 500_000.0, now + 2_000_000.0, 9e12]);
+    for (module, id, hash) in [(true, "m:{1}:i", "m:{1}:c"), (false, "f:{1}:i", "f:{1}:c")] {
+        let _: () = cmd("SET")
+            .arg(id)
+            .arg(&state)
+            .arg("PX")
+            .arg(600_000)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let mut replies = Vec::new();
+        // Weighted 3, a peek, then 4 (the tenant's cap of 7 is then used up), then 1: refused
+        // by the tenant's share.
+        for n in ["3", "0", "4", "1"] {
+            let r = decide(&mut c, module, &[id, hash], &[class, n, "0", "tenant"]).await;
+            replies.push(triple(&r.unwrap()));
+        }
+        let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        let mut fields: Vec<(String, String)> =
+            cmd("HGETALL").arg(hash).query_async(&mut c).await.unwrap();
+        fields.sort();
+        let ttl: i64 = cmd("PTTL").arg(hash).query_async(&mut c).await.unwrap();
+        assert!(ttl > 0, "the capacity hash expires");
+        assert_eq!(
+            bytes,
+            packed([
+                now + 500_000.0 + 7.0 * 100_000.0,
+                now + 2_000_000.0 + 7.0 * 3_600_000.0,
+                9e12
+            ]),
+            "module {module}: both TATs moved by 7 tokens, the expiry kept"
+        );
+        let outcomes: Vec<i64> = replies.iter().map(|r| r[0]).collect();
+        assert_eq!(outcomes, [0, 0, 0, 3], "module {module}: {replies:?}");
+        let instants: Vec<i64> = replies.iter().map(|r| r[1] + r[2]).collect();
+        let want = [
+            now as i64 + 800_000, // burst debt after 3 more tokens, as an instant
+            now as i64 + 900_000, // a peek is checked as for one token
+            now as i64 + 1_200_000,
+        ];
+        assert_eq!(&instants[..3], &want, "module {module}");
+        let window_end = (now as i64 / 10_000_000 + 1) * 10_000_000;
+        // (A window boundary between the calls would fail the next assertion loudly.)
+        assert_eq!(
+            instants[3], window_end,
+            "a share refusal waits for the window's end"
+        );
+        assert_eq!(
+            fields,
+            [
+                ("e".to_owned(), window_end.to_string()),
+                ("s".to_owned(), "7".to_owned()),
+                ("tenant".to_owned(), "7".to_owned())
+            ],
+            "module {module}"
+        );
+        // Refund 2 tokens' worth and 2 slots.
+        let wend = window_end.to_string();
+        let (bc, sc) = ((2 * 100_000).to_string(), (2 * 3_600_000).to_string());
+        let args = [bc.as_str(), sc.as_str(), wend.as_str(), "2", "tenant"];
+        let r: i64 = if module {
+            cmd("tollgate.refund")
+                .arg(&[id, hash])
+                .arg(&args)
+                .query_async(&mut c)
+                .await
+        } else {
+            cmd("FCALL")
+                .arg("r")
+                .arg(2)
+                .arg(&[id, hash])
+                .arg(&args)
+                .query_async(&mut c)
+                .await
+        }
+        .unwrap();
+        assert_eq!(r, 0);
+        let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        assert_eq!(
+            bytes,
+            packed([
+                now + 500_000.0 + 5.0 * 100_000.0,
+                now + 2_000_000.0 + 5.0 * 3_600_000.0,
+                9e12
+            ]),
+            "module {module}: refunded"
+        );
+        let counts: Vec<Option<String>> = cmd("HMGET")
+            .arg(hash)
+            .arg(&["s", "tenant"])
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(counts, [Some("5".to_owned()), Some("5".to_owned())]);
+        let ttl: i64 = cmd("PTTL").arg(id).query_async(&mut c).await.unwrap();
+        assert!(
+            ttl > 500_000,
+            "module {module}: the identity's expiry kept ({ttl} ms)"
+        );
+    }
+}
+
+/// A new identity: the expiry is set (`PXAT`) to the same instant the function sets, within
+/// the microseconds between the two calls; the previous version's text is read and replaced.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn new_and_previous_version_keys() {
+    let (_server, mut c) = both().await;
+    let class = "100000 1000000 3600000 3600000000 100 0 0 0";
+    for module in [true, false] {
+        let id = if module { "m:{1}:i" } else { "f:{1}:i" };
+        let r = triple(
+            &decide(&mut c, module, &[id], &[class, "1", "0"])
+                .await
+                .unwrap(),
+        );
+        let now = r[2];
+        assert_eq!(r[..2], [0, 100_000], "module {module}");
+        let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        let d = |i: usize| f64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+        // need = sustained TAT in ms + 1; plus the margin and an eighth of 3.6 s.
+        let need = (now + 3_600_000) / 1000 + 1;
+        let exp = need + 100 + 450;
+        assert_eq!(
+            [d(0), d(1), d(2)],
+            [(now + 100_000) as f64, (now + 3_600_000) as f64, exp as f64]
+        );
+        let at: i64 = cmd("PEXPIRETIME")
+            .arg(id)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert_eq!(at, exp, "module {module}: PXAT the stored expiry");
+        // The previous version's "<burst>:<sustained>" text.
+        let old = format!("{}:{}", now + 5_000_000, now);
+        let _: () = cmd("SET")
+            .arg(id)
+            .arg(&old)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let r = triple(
+            &decide(&mut c, module, &[id], &[class, "1", "0"])
+                .await
+                .unwrap(),
+        );
+        assert_eq!(r[0], 1, "module {module}: 5 s of burst debt refuses");
+        assert_eq!(r[1] + r[2], now + 5_000_000 + 100_000 - 1_000_000);
+    }
+}
+
+/// Bad input: an error reply, and nothing written (the keys set up are unchanged, no key is
+/// added). Where the function errors too, both do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_input_is_an_error_and_writes_nothing() {
+    let (server, mut c) = both().await;
+    let good = "100000 1000000 3600000 3600000000 100 0 0 0";
+    let cap = "100000 1000000 3600000 3600000000 100 1000000 10 5";
+    let _: () = cmd("HSET")
+        .arg("h:{1}")
+        .arg("x")
+        .arg("1")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let _: () = cmd("SET")
+        .arg("s:{1}")
+        .arg("v")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    let before = server.cmd(&["DEBUG", "DIGEST"]);
+    let module_only: &[&[&str]] = &[
+        &["tollgate.admit"],
+        &["tollgate.admit", "i:{1}"],
+        &["tollgate.admit", "i:{1}", good, "1"],
+        &["tollgate.admit", "i:{1}", good, "1", "0", "extra"],
+        &["tollgate.admit", "i:{1}", good, "1.5", "0"],
+        &["tollgate.admit", "i:{1}", good, "1", "soon"],
+        &["tollgate.admit", "i:{1}", good, "99999999999999999999", "0"],
+        // Shared capacity without its key and field.
+        &["tollgate.admit", "i:{1}", cap, "1", "0"],
+        &["tollgate.refund", "i:{1}", "1", "2", "3"],
+        &["tollgate.refund", "i:{1}", "1", "x", "0", "1"],
+        &["tollgate.refund", "i:{1}", "1", "2", "1000000", "1"],
+        &[
+            "tollgate.refund",
+            "i:{1}",
+            "c:{1}",
+            "1",
+            "2",
+            "3",
+            "one",
+            "t",
+        ],
+    ];
+    for args in module_only {
+        let r = cmd_at(server.port(), args);
+        assert!(r.is_err(), "{args:?}: {r:?}");
+    }
+    // Both refuse these.
+    let both: &[(&[&str], &[&str])] = &[
+        (&["i:{1}"], &["1 2 3", "1", "0"]),
+        (&["i:{1}"], &[good, "x", "0"]),
+        (&["i:{1}"], &[good, "1", "x"]),
+        (&["h:{1}"], &[good, "1", "0"]),
+        (&["i:{1}", "s:{1}"], &[cap, "1", "0", "t"]),
+    ];
+    for (keys, args) in both {
+        let m = decide(&mut c, true, keys, args).await;
+        let f = decide(&mut c, false, keys, args).await;
+        assert!(
+            m.is_err() && f.is_err(),
+            "{keys:?} {args:?}: module {m:?}, function {f:?}"
+        );
+        if args[0] == "1 2 3" {
+            assert_eq!(
+                m.unwrap_err().to_string(),
+                f.unwrap_err().to_string(),
+                "the same error text for bad class constants"
+            );
+        }
+    }
+    assert_eq!(server.cmd(&["DEBUG", "DIGEST"]), before, "nothing written");
+    assert_eq!(server.cmd(&["DBSIZE"]), "2");
+}
+
+/// A replica (without the module) and the AOF receive what the module wrote, with absolute
+/// expiries, and never the command itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_and_the_aof_get_the_writes() {
+    let dir = std::env::temp_dir().join(format!("tollgate-module-aof-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = redis_module::path();
+    let primary = RedisServer::start_with(&[
+        "--loadmodule",
+        &path,
+        "--appendonly",
+        "yes",
+        "--dir",
+        dir.to_str().unwrap(),
+    ]);
+    // The replica keeps the RDB it is sent in its own directory (not the crate's).
+    let replica_dir = dir.join("replica");
+    std::fs::create_dir_all(&replica_dir).unwrap();
+    let replica = RedisServer::start_with(&[
+        "--replicaof",
+        "127.0.0.1",
+        &primary.port().to_string(),
+        "--dir",
+        replica_dir.to_str().unwrap(),
+    ]);
+    for _ in 0..100 {
+        if replica
+            .cmd(&["INFO", "replication"])
+            .contains("master_link_status:up")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let p = Profile::from_yaml(
+        "name: r\nidentities: { capacity: 64 }\nroute_classes:\n  w:\n    \
+         burst: { tokens: 5, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n\
+         shared_capacity: { shards: 1, window: 10s, slots_per_window: 100, tenant_share: 1.0 }\n",
+    )
+    .unwrap();
+    let limiter = RedisLimiter::builder(&primary.url(), p)
+        .key_secret(b"test")
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(limiter.store_program(), "module");
+    let class = limiter.route_class("w").unwrap();
+    for who in ["alice", "bob", "alice"] {
+        let key = Key::authenticated("acme", who, class).unwrap();
+        assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    }
+    primary.cmd(&["WAIT", "1", "5000"]);
+    let mut c = conn(&primary).await;
+    let mut r = conn(&replica).await;
+    let keys: Vec<String> = cmd("KEYS")
+        .arg("tollgate:*:[ic]*")
+        .query_async(&mut c)
+        .await
+        .unwrap();
+    assert_eq!(
+        keys.len(),
+        3,
+        "two identities and the capacity hash: {keys:?}"
+    );
+    for k in &keys {
+        let kind: String = cmd("TYPE").arg(k).query_async(&mut c).await.unwrap();
+        let dump = |kind: &str| {
+            let mut q = cmd(if kind == "hash" { "HGETALL" } else { "GET" });
+            q.arg(k);
+            q
+        };
+        let on_primary: Value = dump(&kind).query_async(&mut c).await.unwrap();
+        let on_replica: Value = dump(&kind).query_async(&mut r).await.unwrap();
+        assert_eq!(on_primary, on_replica, "{k}");
+        let at_p: i64 = cmd("PEXPIRETIME").arg(k).query_async(&mut c).await.unwrap();
+        let at_r: i64 = cmd("PEXPIRETIME").arg(k).query_async(&mut r).await.unwrap();
+        assert!(
+            at_p > 0 && at_p == at_r,
+            "{k}: expiry {at_p} on the primary, {at_r} on the replica"
+        );
+    }
+    assert_eq!(
+        replica.calls("tollgate.admit"),
+        0,
+        "the command is not replicated"
+    );
+    assert!(replica.calls("set") >= 3 && replica.calls("hset") >= 3);
+    // The AOF holds SET .. PXAT / KEEPTTL and HSET, not the module's command.
+    let aof = std::fs::read_dir(dir.join("appendonlydir"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".incr.aof"))
+        .map(|p| String::from_utf8_lossy(&std::fs::read(p).unwrap()).into_owned())
+        .collect::<String>();
+    assert!(
+        aof.contains("PXAT") && aof.contains("HSET") && aof.contains("PEXPIREAT"),
+        "{aof}"
+    );
+    assert!(!aof.to_ascii_lowercase().contains("tollgate.admit"));
+    drop((limiter, primary, replica));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A node that loses the module (here `MODULE UNLOAD`): the next call is made with the
+/// function, which then decides on the module's state.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_without_the_module_gets_the_function() {
+    let server = redis_module::server();
+    let p = Profile::from_yaml(
+        "name: f\nidentities: { capacity: 64 }\nroute_classes:\n  w:\n    \
+         burst: { tokens: 5, per: 10s }\n    sustained: { tokens: 100, per: 1h }\n",
+    )
+    .unwrap();
+    let limiter = RedisLimiter::builder(&server.url(), p.clone())
+        .key_secret(b"test")
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(limiter.store_program(), "module");
+    let off = RedisLimiter::builder(&server.url(), p)
+        .key_secret(b"test")
+        .redis_module(false)
+        .connect()
+        .await
+        .unwrap();
+    assert_eq!(off.store_program(), "function", "redis_module(false)");
+    let key = Key::authenticated("acme", "alice", limiter.route_class("w").unwrap()).unwrap();
+    for _ in 0..3 {
+        assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    }
+    server.cmd(&["MODULE", "UNLOAD", "tollgate"]);
+    for _ in 0..2 {
+        assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    }
+    assert_eq!(limiter.store_program(), "function");
+    assert!(matches!(
+        limiter.admit(&key).await,
+        Decision::Throttle { .. }
+    ));
+    assert!(matches!(off.admit(&key).await, Decision::Throttle { .. }));
+    assert!(server.calls("fcall") >= 3);
+}
