@@ -9,7 +9,7 @@
 
 use core::time::Duration;
 
-use ::http::header::{HeaderMap, HeaderName, HeaderValue};
+use ::http::header::{HeaderName, HeaderValue};
 
 use crate::decision::BucketKind;
 use crate::decision::Remaining;
@@ -111,7 +111,10 @@ pub(crate) struct Quota {
     remaining: Remaining,
     burst_t: u64,
     sustained_t: u64,
+    // The legacy headers' limits: only the tower layer writes those.
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     burst_q: u64,
+    #[cfg_attr(not(feature = "tower"), allow(dead_code))]
     sustained_q: u64,
 }
 
@@ -136,7 +139,8 @@ impl Quota {
 
     /// Writes `X-RateLimit-Limit`, `-Remaining` and `-Reset` (seconds) for the caller's tightest
     /// bucket: the one with fewer tokens left, which refuses first (the burst one on a tie).
-    pub(crate) fn write_legacy(&self, headers: &mut HeaderMap) {
+    #[cfg(feature = "tower")]
+    pub(crate) fn write_legacy(&self, headers: &mut ::http::HeaderMap) {
         let (q, r, t) = if self.remaining.sustained < self.remaining.burst {
             (self.sustained_q, self.remaining.sustained, self.sustained_t)
         } else {

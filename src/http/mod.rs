@@ -76,6 +76,7 @@ pub use grpc::{
     grpc_status, is_grpc, percent_encode_message, retry_pushback_ms, GRPC_MESSAGE,
     GRPC_RESOURCE_EXHAUSTED, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_UNAVAILABLE,
 };
+#[cfg(feature = "tower")]
 pub(crate) use headers::Quota;
 pub use headers::{
     policy_header, remaining_header, BURST_POLICY, RATELIMIT, RATELIMIT_POLICY, SUSTAINED_POLICY,

@@ -85,6 +85,7 @@ impl RouteEntry {
     }
 
     /// [`RouteEntry::policy`], for a response future that outlives the table.
+    #[cfg(feature = "tower")]
     pub(crate) fn interned_policy(&self) -> &'static HeaderValue {
         self.policy
     }
@@ -203,6 +204,7 @@ impl RouteTable {
     }
 
     /// The entry at `index`, from [`RouteTable::position`] on this same table.
+    #[cfg(feature = "tower")]
     pub(crate) fn entry(&self, index: usize) -> &RouteEntry {
         &self.entries[index]
     }
