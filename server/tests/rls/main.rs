@@ -5,6 +5,7 @@
 
 mod admin;
 mod domains;
+mod fuzz_corpus;
 mod hits;
 mod http_side;
 mod malformed;

@@ -1,5 +1,6 @@
 //! The fuzz targets' checks, one per target: each panics on a failed check. `fuzz/` drives them
-//! with libFuzzer; `tests/engine/fuzz_corpus.rs` replays the checked-in corpora through them on stable.
+//! with libFuzzer; `tests/engine/fuzz_corpus.rs` replays the checked-in corpora through them on stable
+//! (`rls_request`, behind the `server` feature: `server/tests/rls/fuzz_corpus.rs`).
 
 pub mod admit_sequence;
 pub mod ffi_calls;
@@ -7,4 +8,6 @@ pub mod profile_yaml;
 #[cfg(feature = "redis")]
 pub mod redis_differential;
 pub mod retry_after;
+#[cfg(feature = "server")]
+pub mod rls_request;
 pub mod snapshot_reader;
