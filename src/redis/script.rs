@@ -222,6 +222,11 @@ impl ServerClock {
 impl Store {
     /// Loads the code on `conn`: as a function library, or as scripts where the server has no
     /// functions.
+    /// The store's connection (shared: clones use the same sockets).
+    pub(super) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
     pub(super) async fn new(
         mut conn: Connection,
         prefix: String,

@@ -6,6 +6,7 @@
 mod acks;
 mod decisions;
 mod differential;
+mod fleet;
 mod outage;
 #[cfg(feature = "metrics")]
 mod telemetry;
