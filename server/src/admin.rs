@@ -19,7 +19,9 @@
 //! A `PUT` that is put in force is also written to the profile file (a temporary file beside
 //! it, fsync, rename), so that the file watcher, a `SIGHUP` or a restart keep it; the file is
 //! renamed over the old one only once the limiter took the profile. `--admin-in-memory` keeps
-//! accepted profiles in memory only.
+//! accepted profiles in memory only. A server that follows a fleet profile
+//! (`--watch-profile`) answers a `PUT` with 409 `fleet_profile`: the fleet's profile is
+//! published to Redis, not put to one server.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -106,6 +108,9 @@ pub struct Admin<B> {
     allow_remote: bool,
     /// One `PUT` at a time, so that the file and the profile in force stay the same.
     writing: Mutex<()>,
+    /// The fleet profile this server follows (`--watch-profile`), if any: a `PUT` is then
+    /// refused, since the watcher would put the fleet's profile back at its next look.
+    fleet: Option<String>,
 }
 
 impl<B: Backend> Admin<B> {
@@ -123,7 +128,15 @@ impl<B: Backend> Admin<B> {
             save_to,
             allow_remote,
             writing: Mutex::new(()),
+            fleet: None,
         }
+    }
+
+    /// Marks the server as following the fleet profile `name`: `PUT` answers 409
+    /// `fleet_profile`, pointing at `tollgate-server publish`; `GET` works as before.
+    pub fn following_fleet(mut self, name: &str) -> Admin<B> {
+        self.fleet = Some(name.to_owned());
+        self
     }
 }
 
@@ -200,6 +213,17 @@ async fn profile<B: Backend>(State(admin): State<Arc<Admin<B>>>, req: Request) -
     }
     match *req.method() {
         Method::GET => get_profile(&admin),
+        Method::PUT if admin.fleet.is_some() => problem(
+            StatusCode::CONFLICT,
+            "fleet_profile",
+            format!(
+                "This server follows the fleet profile {:?} in Redis: publish the profile \
+                 with `tollgate-server publish --name {0}` instead; the profile in force is \
+                 unchanged.",
+                admin.fleet.as_deref().unwrap_or_default()
+            ),
+            Value::Null,
+        ),
         Method::PUT => {
             let if_match = req.headers().get(IF_MATCH).cloned();
             put_profile(&admin, if_match, req.into_body()).await

@@ -139,12 +139,11 @@ async fn run<B: Backend>(
     let admin = match AdminToken::from_env()? {
         Some(token) if args.http.is_some() => {
             let save_to = (!args.admin_in_memory).then(|| args.profile.clone());
-            Some(Arc::new(Admin::new(
-                Arc::clone(&limiter),
-                token,
-                save_to,
-                args.admin_remote,
-            )))
+            let admin = Admin::new(Arc::clone(&limiter), token, save_to, args.admin_remote);
+            Some(Arc::new(match &args.watch_profile {
+                Some(name) => admin.following_fleet(name),
+                None => admin,
+            }))
         }
         Some(_) => {
             tracing::warn!("TOLLGATE_ADMIN_TOKEN is set but --http is off: no admin routes");
