@@ -91,6 +91,12 @@
 //! charges nothing and answers "expired", which the worker, having already answered 503,
 //! ignores. The deadline is the timeout less a tenth, the allowance for the reply's way back.
 //!
+//! # One profile for the fleet
+//! [`FleetProfile::publish`] validates a profile and publishes it as the next version of a name;
+//! [`RedisLimiter::watch_profile`] keeps a limiter on the version published under it (see
+//! [`FleetProfile::watch`]); [`RedisLimiter::profile_version`] and the discovery document tell
+//! which version is in force.
+//!
 //! # State lost
 //! After `FLUSHALL`, or a restart of a Redis without persistence, every identity starts with
 //! full buckets and every shard with an empty window.
