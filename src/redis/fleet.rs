@@ -3,7 +3,9 @@
 //!
 //! # Keys
 //! A published profile is one hash, `<prefix>:{fleet}:profile:<name>`, with two fields:
-//! `version` (an integer bumped by each publish, from 1) and `body` (the YAML as published).
+//! `version` (an integer bumped by each publish, from 1), `body` (the YAML as published) and
+//! `id` (random, new with each publish: after Redis loses its data the count starts again at
+//! 1, and a worker that had version 1 in force still sees that this is another publish).
 //! The prefix is the builder's ([`RedisBuilder::key_prefix`], default `tollgate`); the name is
 //! the operator's, never tenant data. A publish is one Lua script, `HINCRBY` then `HSET` then
 //! `PUBLISH` on the channel of the same name, so a reader (one `HMGET`) never sees a body
@@ -27,7 +29,10 @@ use ::redis::{RedisError, Script};
 use super::builder::ConnectError;
 use super::connection::Connection;
 use super::fleet_message::{decode, decode_version, FleetMessage, MessageError};
-use super::fleet_message::{BODY_FIELD, VERSION_FIELD};
+use super::fleet_message::{BODY_FIELD, ID_FIELD, VERSION_FIELD};
+
+/// A publish's id as read back (absent if the hash was written by hand).
+pub(super) type Id = Option<Vec<u8>>;
 use super::topology::Topology;
 #[cfg(doc)]
 use super::RedisLimiter;
@@ -37,10 +42,10 @@ use crate::profile::{Profile, ProfileError};
 /// calls are rare and not on a request's path, so this is not the profile's `store.timeout`.
 pub(super) const FLEET_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// Bump, store, announce: one atomic step (KEYS[1] the hash; ARGV[1] the body). The channel
-/// is the key's name; the message is the new version.
+/// Bump, store, announce: one atomic step (KEYS[1] the hash; ARGV[1] the body, ARGV[2] the
+/// publish's id). The channel is the key's name; the message is the new version.
 const PUBLISH_LUA: &str = "local v = redis.call('HINCRBY', KEYS[1], 'version', 1)\n\
-     redis.call('HSET', KEYS[1], 'body', ARGV[1])\n\
+     redis.call('HSET', KEYS[1], 'body', ARGV[1], 'id', ARGV[2])\n\
      redis.call('PUBLISH', KEYS[1], v)\n\
      return v\n";
 
@@ -214,8 +219,12 @@ impl FleetProfile {
         Profile::from_yaml(yaml).map_err(PublishError::Invalid)?;
         let mut conn = self.conn.clone();
         let script = Script::new(PUBLISH_LUA);
+        let id: String = crate::engine::random_secret()[..8]
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
         let mut call = script.key(&self.key);
-        call.arg(yaml);
+        call.arg(yaml).arg(id);
         match tokio::time::timeout(FLEET_TIMEOUT, call.invoke_async::<u64>(&mut conn)).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(PublishError::Store(e)),
@@ -223,8 +232,7 @@ impl FleetProfile {
         }
     }
 
-    /// The version published under this name, `None` if none is. One `HGET`: what watchers
-    /// poll.
+    /// The version published under this name, `None` if none is. One `HGET`.
     pub async fn published_version(&self) -> Result<Option<u64>, ReadError> {
         let mut conn = self.conn.clone();
         let mut cmd = ::redis::cmd("HGET");
@@ -236,12 +244,31 @@ impl FleetProfile {
     /// The published version and its profile, read together (one `HMGET`) and validated;
     /// `None` if nothing is published under this name.
     pub async fn fetch(&self) -> Result<Option<FleetMessage>, ReadError> {
+        self.fetch_stamped().await.map(|(m, _)| m)
+    }
+
+    /// [`FleetProfile::fetch`] and the publish's id read with it.
+    pub(super) async fn fetch_stamped(&self) -> Result<(Option<FleetMessage>, Id), ReadError> {
         let mut conn = self.conn.clone();
         let mut cmd = ::redis::cmd("HMGET");
-        cmd.arg(&self.key).arg(VERSION_FIELD).arg(BODY_FIELD);
-        let (version, body): (Option<Vec<u8>>, Option<Vec<u8>>) =
+        cmd.arg(&self.key)
+            .arg(VERSION_FIELD)
+            .arg(BODY_FIELD)
+            .arg(ID_FIELD);
+        let (version, body, id): (Option<Vec<u8>>, Option<Vec<u8>>, Id) =
             within(cmd.query_async(&mut conn)).await?;
-        decode(version.as_deref(), body.as_deref()).map_err(ReadError::Message)
+        let m = decode(version.as_deref(), body.as_deref()).map_err(ReadError::Message)?;
+        Ok((m, id))
+    }
+
+    /// The published version and the publish's id (one `HMGET`): what watchers poll.
+    pub(super) async fn stamp(&self) -> Result<Option<(u64, Id)>, ReadError> {
+        let mut conn = self.conn.clone();
+        let mut cmd = ::redis::cmd("HMGET");
+        cmd.arg(&self.key).arg(VERSION_FIELD).arg(ID_FIELD);
+        let (raw, id): (Option<Vec<u8>>, Id) = within(cmd.query_async(&mut conn)).await?;
+        let version = decode_version(raw.as_deref()).map_err(ReadError::Message)?;
+        Ok(version.map(|v| (v, id)))
     }
 }
 

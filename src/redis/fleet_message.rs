@@ -12,6 +12,9 @@ use crate::profile::{Profile, ProfileError, MAX_PROFILE_BYTES};
 pub(super) const VERSION_FIELD: &str = "version";
 /// The hash field with the profile's YAML, as the publisher gave it.
 pub(super) const BODY_FIELD: &str = "body";
+/// The hash field with the publish's random id (told apart from an earlier publish that had
+/// the same version before Redis lost its data).
+pub(super) const ID_FIELD: &str = "id";
 
 /// A published profile, read and validated.
 #[derive(Debug)]

@@ -24,7 +24,7 @@ use std::sync::{Arc, Weak};
 use ::redis::aio::PubSubStream;
 use futures_core::Stream;
 
-use super::fleet::{FleetProfile, ReadError, FLEET_TIMEOUT};
+use super::fleet::{FleetProfile, Id, ReadError, FLEET_TIMEOUT};
 use super::RedisLimiter;
 use crate::profile::Profile;
 
@@ -116,8 +116,10 @@ impl FleetMetrics {
 struct Watcher {
     fleet: FleetProfile,
     metrics: FleetMetrics,
-    /// A version that failed (did not parse, or was refused): not tried again, not counted again.
-    rejected: Option<u64>,
+    /// The publish (version, id) last put in force by this watcher.
+    applied: Option<(u64, Id)>,
+    /// A publish that failed (did not parse, or was refused): not tried again, not counted again.
+    rejected: Option<(u64, Id)>,
     /// The version field itself is corrupt: counted once until it changes.
     bad_version: bool,
     /// Redis is failing reads: logged once until a read succeeds.
@@ -139,6 +141,7 @@ impl FleetProfile {
         let mut watcher = Watcher {
             fleet: self,
             metrics,
+            applied: None,
             rejected: None,
             bad_version: false,
             store_failing: false,
@@ -162,11 +165,14 @@ async fn follow<T: FleetTarget>(mut w: Watcher, target: Weak<T>, poll: Duration)
     let mut sub: Option<PubSubStream> = None;
     let mut next_subscribe = tokio::time::Instant::now();
     loop {
+        let mut subscribed = false;
         if sub.is_none() && tokio::time::Instant::now() >= next_subscribe {
             if let Some(url) = w.fleet.subscribe_url.clone() {
                 match subscribe(&url, &w.fleet.key).await {
-                    // Whatever was announced while unsubscribed: look now.
-                    Ok(s) => sub = Some(s),
+                    Ok(s) => {
+                        sub = Some(s);
+                        subscribed = true;
+                    }
                     Err(e) => {
                         tracing::debug!(name = %w.fleet.name, error = %e, "fleet profile: not subscribed; polling");
                         next_subscribe = tokio::time::Instant::now() + Duration::from_secs(1);
@@ -174,7 +180,10 @@ async fn follow<T: FleetTarget>(mut w: Watcher, target: Weak<T>, poll: Duration)
                 }
             }
         }
-        let wake = if sub.is_some() {
+        // Whatever was announced before the subscription took: look at once.
+        let wake = if subscribed {
+            Wake::Tick
+        } else if sub.is_some() {
             next_event(&mut sub, poll).await
         } else {
             tokio::time::sleep(poll).await;
@@ -228,7 +237,7 @@ impl Watcher {
     /// profile, handed to `target`.
     async fn look<T: FleetTarget>(&mut self, target: &T) {
         let name = self.fleet.name.as_str();
-        let published = match self.fleet.published_version().await {
+        let published = match self.fleet.stamp().await {
             Ok(v) => {
                 self.store_failing = false;
                 self.bad_version = false;
@@ -238,27 +247,29 @@ impl Watcher {
         };
         let in_force = target.version_in_force();
         self.metrics.in_force(in_force);
-        let Some(version) = published else {
+        let Some(stamp) = published else {
             return;
         };
-        if in_force == Some(version) || self.rejected == Some(version) {
+        let current = in_force == Some(stamp.0) && self.applied.as_ref() == Some(&stamp);
+        if current || self.rejected.as_ref() == Some(&stamp) {
             return;
         }
-        let message = match self.fleet.fetch().await {
-            Ok(Some(m)) => m,
-            Ok(None) => return,
-            Err(e) => return self.read_failed(e, Some(version)),
+        let (message, id) = match self.fleet.fetch_stamped().await {
+            Ok((Some(m), id)) => (m, id),
+            Ok((None, _)) => return,
+            Err(e) => return self.read_failed(e, Some(stamp)),
         };
         self.store_failing = false;
         let version = message.version;
         match target.apply(version, message.profile) {
             Ok(()) => {
+                self.applied = Some((version, id));
                 self.rejected = None;
                 self.metrics.in_force(Some(version));
                 tracing::info!(name, version, "fleet profile in force");
             }
             Err(e) => {
-                self.rejected = Some(version);
+                self.rejected = Some((version, id));
                 self.metrics.error(ErrorKind::Refused);
                 tracing::warn!(name, version, error = %e, in_force = ?target.version_in_force(),
                     "fleet profile refused by the limiter; the profile in force stays");
@@ -268,7 +279,7 @@ impl Watcher {
 
     /// A read failed: Redis (logged once per streak), or a key that holds no valid profile
     /// (counted once per version, `version` the one polled; `None`: the version field itself).
-    fn read_failed(&mut self, e: ReadError, version: Option<u64>) {
+    fn read_failed(&mut self, e: ReadError, stamp: Option<(u64, Id)>) {
         let name = self.fleet.name.as_str();
         match e {
             ReadError::Store(e) => {
@@ -280,8 +291,9 @@ impl Watcher {
             }
             ReadError::Message(e) => {
                 self.store_failing = false;
-                let new = match version {
-                    Some(v) => self.rejected.replace(v) != Some(v),
+                let version = stamp.as_ref().map(|s| s.0);
+                let new = match stamp {
+                    Some(s) => self.rejected.replace(s.clone()) != Some(s),
                     None => !core::mem::replace(&mut self.bad_version, true),
                 };
                 if new {

@@ -100,6 +100,31 @@ async fn a_published_profile_reaches_every_watching_worker() {
     until(|| c.profile_version() == Some(3)).await;
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_redis_loses_its_data_the_next_publish_is_taken_though_its_version_repeats() {
+    let mut server = RedisServer::start();
+    let a = worker(&server).await;
+    let _watch = a.watch_profile("checkout").await.unwrap();
+    let publisher = a.fleet_profile("checkout").unwrap();
+    assert_eq!(publisher.publish(&profile(7, 64)).await.unwrap(), 1);
+    until(|| a.profile_version() == Some(1)).await;
+    // A restart without persistence: the count starts again, the publish's id tells it apart.
+    server.restart();
+    let started = Instant::now();
+    let v = loop {
+        match publisher.publish(&profile(8, 64)).await {
+            Ok(v) => break v,
+            Err(e) => {
+                assert!(started.elapsed() < Duration::from_secs(5), "{e}");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert_eq!(v, 1);
+    until(|| burst(&a) == 8).await;
+    assert_eq!(a.profile_version(), Some(1));
+}
+
 #[tokio::test]
 async fn an_invalid_profile_is_refused_at_publish_and_nothing_changes() {
     let server = RedisServer::start();
