@@ -102,13 +102,31 @@ impl Engine {
     /// Swaps in `profile` (see `Limiter::reload` for the rules), or refuses it and keeps the
     /// old one in force.
     pub(crate) fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
+        self.reload_as(profile, None)
+    }
+
+    /// [`Engine::reload`], marking the new profile as the fleet's `version` (Redis backend):
+    /// the version is part of the same snapshot as the limits, so the discovery document
+    /// never shows one profile's limits under another's version.
+    pub(crate) fn reload_as(
+        &self,
+        profile: Profile,
+        version: Option<u64>,
+    ) -> Result<(), ProfileError> {
         let _one_at_a_time = self.reload_lock.lock();
-        let new = self
+        let mut new = self
             .config
             .load()
             .reload(profile, &self.hasher, self.per_tenant)?;
+        new.published.profile_version = version;
         self.config.store(new);
         Ok(())
+    }
+
+    /// The fleet profile's version in force, if the profile in force came from one.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) fn profile_version(&self) -> Option<u64> {
+        self.config.load().published.profile_version
     }
 
     /// Ends a charging decision: records what the profile `computed` for `key` (feature

@@ -18,7 +18,8 @@
 //!
 //! The Redis backend (feature `redis`) records the same series, plus the store's own: round
 //! trips, errors by kind and deny-cache hits (`tollgate_store_*`, `tollgate_deny_cache_hits_total`;
-//! see the `redis` module's telemetry).
+//! see the `redis` module's telemetry), and for a fleet profile the version in force and the
+//! versions not put in force (`tollgate_fleet_profile_*`, see `redis::FleetProfile::watch`).
 
 use core::time::Duration;
 use std::sync::Arc;

@@ -22,6 +22,10 @@ pub struct PublishedLimits {
     /// The shared-capacity window, if there is shared capacity (no usage, no tenants).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub shared_capacity: Option<PublishedCapacity>,
+    /// The fleet profile's version in force (Redis backend, when the profile came from
+    /// `FleetProfile::publish`); absent otherwise, so documents without it read the same.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile_version: Option<u64>,
 }
 
 /// One route class in the discovery document.

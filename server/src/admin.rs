@@ -19,7 +19,9 @@
 //! A `PUT` that is put in force is also written to the profile file (a temporary file beside
 //! it, fsync, rename), so that the file watcher, a `SIGHUP` or a restart keep it; the file is
 //! renamed over the old one only once the limiter took the profile. `--admin-in-memory` keeps
-//! accepted profiles in memory only.
+//! accepted profiles in memory only. A server that follows a fleet profile
+//! (`--watch-profile`) answers a `PUT` with 409 `fleet_profile`: the fleet's profile is
+//! published to Redis, not put to one server.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -50,6 +52,26 @@ impl<B: Backend> ProfileTarget for RateLimiter<B> {
             ReloadError::Profile(e) => ReloadRefusal::Profile(e),
             ReloadError::Rules(e) => ReloadRefusal::Invalid(format!("descriptors: {e}")),
         })
+    }
+}
+
+/// The admin route of a server that follows a fleet profile (`--watch-profile`).
+pub trait FollowingFleet {
+    /// `PUT` answers 409 `fleet_profile`, pointing at `tollgate-server publish`, since the
+    /// watcher would put the fleet's profile back at its next look; `GET` works as before.
+    fn following_fleet(self, name: &str) -> Self;
+}
+
+impl<B: Backend> FollowingFleet for Admin<B> {
+    fn following_fleet(self, name: &str) -> Self {
+        self.refuse_puts(
+            "fleet_profile",
+            format!(
+                "This server follows the fleet profile {name:?} in Redis: publish the profile \
+                 with `tollgate-server publish --name {name}` instead; the profile in force is \
+                 unchanged."
+            ),
+        )
     }
 }
 

@@ -106,9 +106,19 @@ impl<B: Backend> RateLimiter<B> {
     /// with the old profile left in force, if the backend refuses it or its `descriptors:`
     /// section does not compile.
     pub fn reload(&self, profile: Profile) -> Result<(), ReloadError> {
+        self.reload_by(profile, |backend, p| backend.reload(p))
+    }
+
+    /// [`RateLimiter::reload`], with the backend's swap done by `swap` (e.g. a fleet reload
+    /// that also records the published version).
+    pub fn reload_by(
+        &self,
+        profile: Profile,
+        swap: impl FnOnce(&B, Profile) -> Result<(), tollgate::ProfileError>,
+    ) -> Result<(), ReloadError> {
         // Checked before the backend swaps, so that limits and rules never disagree.
         Compiled::new(Arc::new(profile.clone())).map_err(ReloadError::Rules)?;
-        self.backend.reload(profile).map_err(ReloadError::Profile)?;
+        swap(&self.backend, profile).map_err(ReloadError::Profile)?;
         let compiled = Compiled::new(self.backend.profile()).map_err(ReloadError::Rules)?;
         self.compiled.store(Arc::new(compiled));
         Ok(())

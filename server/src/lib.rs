@@ -24,16 +24,21 @@
 //! | `reload`, `serve`, `metrics` | SIGHUP and file change, the listeners, the server's counters |
 //! | `admin` | `GET` / `PUT /admin/profile` on the HTTP side, behind a token, loopback only |
 //! | `state` | `--state`: quotas restored on start, checkpointed, saved on shutdown |
+//! | `publish` | `tollgate-server publish`: validate a profile and publish it to Redis |
+//! | `fleet` | `--watch-profile`: follow the profile published to Redis (feature `redis`) |
 #![warn(missing_docs)]
 
 pub mod admin;
 pub mod backend;
 pub mod decide;
+#[cfg(feature = "redis")]
+pub mod fleet;
 pub mod grpc;
 pub mod http;
 pub mod json;
 pub mod mapping;
 pub mod metrics;
+pub mod publish;
 pub mod reload;
 pub mod request;
 pub mod response;

@@ -1,9 +1,16 @@
 //! `tollgate-server --profile PATH [--grpc 127.0.0.1:8081] [--http 127.0.0.1:8080|off]
 //! [--redis URL] [--state PATH [--state-every S] [--state-start-empty-on-refusal]]
-//! [--admin-remote] [--admin-in-memory]`: the Envoy rate limit service. SIGHUP or an edit of
+//! [--admin-remote] [--admin-in-memory] [--watch-profile NAME]`: the Envoy rate limit service. SIGHUP or an edit of
 //! the profile reloads it; SIGTERM or ctrl-c stops it after the requests in flight (and, with
 //! `--state`, saves the quotas). `TOLLGATE_ADMIN_TOKEN` turns on `GET`/`PUT /admin/profile` on
-//! the `--http` listener; `--state` needs `TOLLGATE_KEY_SECRET`.
+//! the `--http` listener; `--state` needs `TOLLGATE_KEY_SECRET`. With `--redis` and
+//! `--watch-profile NAME` the server follows the profile published to Redis under `NAME`
+//! (the file is the starting profile only, and is not watched).
+//!
+//! `tollgate-server publish --redis URL --profile PATH [--name NAME] [--key-prefix P]`
+//! validates the profile and publishes it to Redis for every server watching `NAME` (default:
+//! the profile's `name`), printing the new version; an invalid profile is refused with its
+//! line and column and nothing is written.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -14,13 +21,15 @@ use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tollgate::{Limiter, Profile};
-use tollgate_server::admin::{Admin, AdminToken};
+use tollgate_server::admin::{Admin, AdminToken, FollowingFleet};
 use tollgate_server::state::{self, State, SECRET_ENV};
-use tollgate_server::{reload, serve_with, Backend, RateLimiter};
+use tollgate_server::{publish, reload, serve_with, Backend, RateLimiter};
 
 const USAGE: &str = "tollgate-server --profile PATH [--grpc ADDR] [--http ADDR|off] [--redis URL] \
                      [--state PATH [--state-every S] [--state-start-empty-on-refusal]] \
-                     [--admin-remote] [--admin-in-memory]";
+                     [--admin-remote] [--admin-in-memory] [--watch-profile NAME]\n       \
+                     tollgate-server publish --redis URL --profile PATH [--name NAME] \
+                     [--key-prefix P]";
 
 struct Args {
     profile: PathBuf,
@@ -30,6 +39,8 @@ struct Args {
     state: Option<State>,
     admin_remote: bool,
     admin_in_memory: bool,
+    /// `--watch-profile`: the fleet profile to follow (with `--redis`).
+    watch_profile: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -42,6 +53,7 @@ fn parse_args() -> Result<Args, String> {
         state: None,
         admin_remote: false,
         admin_in_memory: false,
+        watch_profile: None,
     };
     let (mut every, mut start_empty) = (None, false);
     let mut it = std::env::args().skip(1);
@@ -74,6 +86,7 @@ fn parse_args() -> Result<Args, String> {
             "--state-start-empty-on-refusal" => start_empty = true,
             "--admin-remote" => args.admin_remote = true,
             "--admin-in-memory" => args.admin_in_memory = true,
+            "--watch-profile" => args.watch_profile = Some(value()?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -93,6 +106,11 @@ fn parse_args() -> Result<Args, String> {
             return Err("--state-every and --state-start-empty-on-refusal need --state".into())
         }
         None => {}
+    }
+    if args.watch_profile.is_some() && args.redis.is_none() {
+        return Err(
+            "--watch-profile follows a profile published to Redis: it needs --redis".into(),
+        );
     }
     if args.redis.is_some() && args.state.is_some() {
         return Err(
@@ -114,20 +132,18 @@ async fn terminated() {
 }
 
 async fn run<B: Backend>(
-    backend: Arc<B>,
+    limiter: Arc<RateLimiter<B>>,
     args: Args,
     metrics: metrics_exporter_prometheus::PrometheusHandle,
 ) -> Result<(), String> {
-    let limiter = Arc::new(RateLimiter::new(backend)?);
     let admin = match AdminToken::from_env()? {
         Some(token) if args.http.is_some() => {
             let save_to = (!args.admin_in_memory).then(|| args.profile.clone());
-            Some(Arc::new(Admin::new(
-                Arc::clone(&limiter),
-                token,
-                save_to,
-                args.admin_remote,
-            )))
+            let admin = Admin::new(Arc::clone(&limiter), token, save_to, args.admin_remote);
+            Some(Arc::new(match &args.watch_profile {
+                Some(name) => admin.following_fleet(name),
+                None => admin,
+            }))
         }
         Some(_) => {
             tracing::warn!("TOLLGATE_ADMIN_TOKEN is set but --http is off: no admin routes");
@@ -155,7 +171,11 @@ async fn run<B: Backend>(
         domain = limiter.profile().descriptors.as_ref().map(|d| d.domain.as_str()).unwrap_or(""),
         "tollgate-server listening"
     );
-    let watcher = tokio::spawn(reload::watch(Arc::clone(&limiter), args.profile.clone()));
+    // A server that follows a fleet profile does not also follow its file: one source.
+    let watcher = args
+        .watch_profile
+        .is_none()
+        .then(|| tokio::spawn(reload::watch(Arc::clone(&limiter), args.profile.clone())));
     {
         let handle = metrics.clone();
         tokio::spawn(async move {
@@ -167,7 +187,9 @@ async fn run<B: Backend>(
         });
     }
     let result = serve_with(limiter, grpc, http, Some(metrics), admin, terminated()).await;
-    watcher.abort();
+    if let Some(w) = watcher {
+        w.abort();
+    }
     result
 }
 
@@ -182,6 +204,19 @@ async fn main() {
         tracing::error!("{e}");
         std::process::exit(1);
     };
+    if std::env::args().nth(1).as_deref() == Some("publish") {
+        let code = match publish::run(std::env::args().skip(2)).await {
+            Ok(line) => {
+                println!("{line}");
+                0
+            }
+            Err(e) => {
+                eprintln!("tollgate-server publish: {e}");
+                1
+            }
+        };
+        std::process::exit(code);
+    }
     let args = parse_args().unwrap_or_else(|e| {
         eprintln!("tollgate-server: {e}");
         std::process::exit(2);
@@ -205,7 +240,10 @@ async fn main() {
                 .state
                 .as_ref()
                 .map(|s| state::checkpoint(&limiter, s).unwrap_or_else(|e| fail(e)));
-            let served = run(limiter, args, metrics).await;
+            let served = match RateLimiter::new(limiter) {
+                Ok(l) => run(Arc::new(l), args, metrics).await,
+                Err(e) => Err(e),
+            };
             // After the requests in flight: the last decisions are in the snapshot.
             let saved = checkpoint.map_or(Ok(()), state::finish);
             served.and(saved)
@@ -228,7 +266,21 @@ async fn redis(
     let limiter = tollgate::redis::RedisLimiter::connect(&url, profile)
         .await
         .map_err(|e| format!("--redis: {e}"))?;
-    run(Arc::new(limiter), args, metrics).await
+    let limiter = Arc::new(RateLimiter::new(Arc::new(limiter))?);
+    // Kept until the server stops: dropping it stops following the fleet profile.
+    let _fleet = match &args.watch_profile {
+        Some(name) => {
+            let watch = tollgate_server::fleet::watch(&limiter, name).await?;
+            tracing::info!(
+                name = %name,
+                version = ?limiter.backend().profile_version(),
+                "following the fleet profile"
+            );
+            Some(watch)
+        }
+        None => None,
+    };
+    run(limiter, args, metrics).await
 }
 
 #[cfg(not(feature = "redis"))]

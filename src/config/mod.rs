@@ -290,5 +290,7 @@ fn published(p: &Profile, classes: &[ClassConfig]) -> PublishedLimits {
             .shared_capacity
             .as_ref()
             .map(|s| PublishedCapacity { window: s.window }),
+        // Set by a fleet reload (`Engine::reload_as`), after the document is derived.
+        profile_version: None,
     }
 }

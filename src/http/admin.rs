@@ -132,6 +132,8 @@ pub struct ProfileAdmin<T> {
     program: &'static str,
     /// One `PUT` at a time, so that the file and the profile in force stay the same.
     writing: Mutex<()>,
+    /// Every `PUT` answered 409 with this code and detail ([`ProfileAdmin::refuse_puts`]).
+    put_refusal: Option<(&'static str, String)>,
 }
 
 impl<T: ProfileTarget> ProfileAdmin<T> {
@@ -150,6 +152,7 @@ impl<T: ProfileTarget> ProfileAdmin<T> {
             allow_remote,
             program: "server",
             writing: Mutex::new(()),
+            put_refusal: None,
         }
     }
 
@@ -157,6 +160,15 @@ impl<T: ProfileTarget> ProfileAdmin<T> {
     /// said).
     pub fn program(mut self, name: &'static str) -> Self {
         self.program = name;
+        self
+    }
+
+    /// Refuses every `PUT`, once the token and the peer are checked, with 409 `code` and
+    /// `detail`, the profile in force unchanged: for a server whose profile comes from
+    /// elsewhere (a fleet profile in Redis), which would put its own back at its next look.
+    /// `GET` answers as before.
+    pub fn refuse_puts(mut self, code: &'static str, detail: String) -> Self {
+        self.put_refusal = Some((code, detail));
         self
     }
 
@@ -179,6 +191,10 @@ impl<T: ProfileTarget> ProfileAdmin<T> {
         }
         match *method {
             Method::GET => self.get(),
+            Method::PUT if self.put_refusal.is_some() => {
+                let (code, detail) = self.put_refusal.as_ref().expect("checked just above");
+                problem(StatusCode::CONFLICT, code, detail.clone(), Value::Null)
+            }
             Method::PUT => match read_body(MAX_PROFILE_BYTES).await {
                 Some(body) => self.put(headers.get(IF_MATCH), &body),
                 None => problem(

@@ -185,6 +185,7 @@ impl RedisBuilder {
             deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
             started: Instant::now(),
             metrics: super::telemetry::StoreMetrics::new(),
+            subscribe_url: super::fleet::subscribe_url(&topology),
         })
     }
 }

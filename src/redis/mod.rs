@@ -96,6 +96,12 @@
 //! charges nothing and answers "expired", which the worker, having already answered 503,
 //! ignores. The deadline is the timeout less a tenth, the allowance for the reply's way back.
 //!
+//! # One profile for the fleet
+//! [`FleetProfile::publish`] validates a profile and publishes it as the next version of a name;
+//! [`RedisLimiter::watch_profile`] keeps a limiter on the version published under it (see
+//! [`FleetProfile::watch`]); [`RedisLimiter::profile_version`] and the discovery document tell
+//! which version is in force.
+//!
 //! # State lost
 //! After `FLUSHALL`, or a restart of a Redis without persistence, every identity starts with
 //! full buckets and every shard with an empty window.
@@ -117,6 +123,9 @@ mod builder;
 mod clock;
 mod connection;
 mod deny;
+mod fleet;
+mod fleet_message;
+mod fleet_watch;
 mod program;
 mod script;
 mod sentinel;
@@ -124,6 +133,9 @@ mod telemetry;
 mod topology;
 
 pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
+pub use fleet::{FleetProfile, PublishError, ReadError};
+pub use fleet_message::{decode as decode_fleet_message, FleetMessage, MessageError};
+pub use fleet_watch::{FleetTarget, FleetWatch, DEFAULT_POLL};
 
 use deny::DenyCache;
 use script::Store;
@@ -142,6 +154,8 @@ pub struct RedisLimiter {
     started: Instant,
     /// Round trips, store errors, deny-cache hits (feature `metrics`).
     metrics: StoreMetrics,
+    /// Where fleet watchers subscribe (one node), see [`FleetProfile`].
+    subscribe_url: Option<String>,
 }
 
 impl RedisLimiter {
@@ -293,6 +307,43 @@ impl RedisLimiter {
     /// Also the gauge `tollgate_store_program{program}` (feature `metrics`).
     pub fn store_program(&self) -> &'static str {
         self.store.program()
+    }
+
+    /// Swaps in `profile` as [`RedisLimiter::reload`] does (the same refusals), marking it as
+    /// version `version` of a fleet profile: the discovery document and
+    /// [`RedisLimiter::profile_version`] show it. What a [`FleetWatch`] calls.
+    pub fn reload_version(&self, profile: Profile, version: u64) -> Result<(), ProfileError> {
+        self.engine.reload_as(profile, Some(version))?;
+        if let Some(deny) = &self.deny {
+            deny.clear();
+        }
+        Ok(())
+    }
+
+    /// The fleet profile's version in force; `None` when the profile in force is the one
+    /// this worker was built or reloaded with.
+    pub fn profile_version(&self) -> Option<u64> {
+        self.engine.profile_version()
+    }
+
+    /// The fleet profile `name` on this limiter's connection and key prefix: to publish or
+    /// read it. Refused if `name` is empty, over 128 bytes, or has braces or spaces.
+    pub fn fleet_profile(&self, name: &str) -> Result<FleetProfile, String> {
+        fleet::check_name(name)?;
+        Ok(FleetProfile::new(
+            self.store.connection().clone(),
+            self.subscribe_url.clone(),
+            &self.store.prefix,
+            name,
+        ))
+    }
+
+    /// Follows the fleet profile `name` (see [`FleetProfile::watch`]): the version published
+    /// now is in force when this returns (if it is valid and this limiter accepts it), and
+    /// each later one within milliseconds (one node) or a poll of half a second (Cluster,
+    /// Sentinel, or a lost announcement). The watcher stops when the handle is dropped.
+    pub async fn watch_profile(self: &Arc<Self>, name: &str) -> Result<FleetWatch, String> {
+        Ok(self.fleet_profile(name)?.watch(self).await)
     }
 
     /// The command one charging decision for `key` sends (`FCALL ..` or `EVALSHA ..`), as

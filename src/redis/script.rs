@@ -89,6 +89,11 @@ struct Place {
 }
 
 impl Store {
+    /// The store's connection (shared: clones use the same sockets).
+    pub(super) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
     /// Finds or loads the program on `conn` (tollgate's module if `use_module` and the server
     /// has it, else the function library, else scripts; see `program.rs`).
     pub(super) async fn new(

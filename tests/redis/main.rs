@@ -6,6 +6,7 @@
 mod acks;
 mod decisions;
 mod differential;
+mod fleet;
 mod module;
 mod outage;
 #[cfg(feature = "metrics")]

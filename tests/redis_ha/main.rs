@@ -4,6 +4,7 @@
 //! (`apt-get install redis-server`); without them the tests fail, saying so.
 #![cfg(any(feature = "redis-cluster", feature = "redis-sentinel"))]
 
+mod fleet;
 mod load;
 
 #[cfg(feature = "redis-cluster")]

@@ -7,6 +7,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
 use crate::*;
+use tollgate_server::admin::FollowingFleet;
 
 const TOKEN: &str = "an-admin-token-for-the-tests";
 
@@ -151,4 +152,46 @@ async fn a_peer_off_loopback_is_refused_with_the_token_unless_admin_remote() {
     // No peer address at all: not loopback (fail closed).
     assert_eq!(from_peer(None, false).await, 403);
     assert_eq!(from_peer(Some("10.1.2.3:40000"), true).await, 200);
+}
+
+#[tokio::test]
+async fn a_server_following_a_fleet_profile_refuses_a_put_and_keeps_its_profile() {
+    use tower::ServiceExt;
+    let profile = Profile::from_yaml(PROFILE).unwrap();
+    let limiter =
+        Arc::new(RateLimiter::new(Arc::new(Limiter::builder(profile).build().unwrap())).unwrap());
+    let admin = Admin::new(
+        Arc::clone(&limiter),
+        AdminToken::new(TOKEN).unwrap(),
+        None,
+        false,
+    )
+    .following_fleet("edge");
+    let router = tollgate_server::admin::router(Arc::new(admin));
+    let req = |method: &str, body: &str| {
+        let mut r = axum::http::Request::builder()
+            .method(method)
+            .uri("/admin/profile")
+            .header("authorization", format!("Bearer {TOKEN}"))
+            .body(axum::body::Body::from(body.to_owned()))
+            .unwrap();
+        r.extensions_mut().insert(axum::extract::ConnectInfo(
+            "127.0.0.1:40000".parse::<std::net::SocketAddr>().unwrap(),
+        ));
+        r
+    };
+    let before = limiter.profile();
+    let changed = PROFILE.replace("rls-test", "rls-changed");
+    let r = router.clone().oneshot(req("PUT", &changed)).await.unwrap();
+    assert_eq!(r.status().as_u16(), 409);
+    let body = r.into_body().collect().await.unwrap().to_bytes();
+    let body = String::from_utf8_lossy(&body);
+    assert!(body.contains("\"code\":\"fleet_profile\""), "{body}");
+    assert!(
+        body.contains("tollgate-server publish --name edge"),
+        "{body}"
+    );
+    assert_eq!(limiter.profile(), before);
+    let r = router.oneshot(req("GET", "")).await.unwrap();
+    assert_eq!(r.status().as_u16(), 200);
 }

@@ -4,6 +4,8 @@
 
 pub mod admit_sequence;
 pub mod ffi_calls;
+#[cfg(feature = "redis")]
+pub mod fleet_message;
 pub mod profile_yaml;
 #[cfg(feature = "redis")]
 pub mod redis_differential;
