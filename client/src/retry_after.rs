@@ -64,9 +64,13 @@ pub fn parse_retry_after(value: &str, now: SystemTime) -> Option<Duration> {
 /// [`parse_retry_after`] for a response that also carries a `Date`: an HTTP-date is measured
 /// from that `Date` (RFC 9110 section 6.6.1: the server's clock when it answered) rather than
 /// from `now`, so that a client whose wall clock is ahead or behind waits exactly what the
-/// server asked. Both dates are then on one clock, and the skew cancels out. Without a `Date`,
-/// or with one that is not a valid HTTP-date, `now` is the reference (what
-/// [`parse_retry_after`] does); delay-seconds never depend on either.
+/// server asked. Both dates are then on one clock, and the skew cancels out. A `Date` has whole
+/// seconds, though: where `now` agrees with it to within that (`now` in
+/// `[Date - 1 s, Date + 2 s)`: a second of truncation, up to a second in transit, clocks a little
+/// apart), `now` is the finer reference, so that callers refused at different moments of one
+/// second still come back at the instant the server named rather than spread over the second
+/// after it. Without a `Date`, or with one that is not a valid HTTP-date, `now` is the reference
+/// (what [`parse_retry_after`] does); delay-seconds never depend on either.
 ///
 /// ```
 /// use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -93,8 +97,22 @@ pub fn parse_retry_after_dated(
             UNIX_EPOCH.checked_sub(Duration::from_secs(secs.unsigned_abs()))
         }
     });
-    parse_retry_after(value, server_now.unwrap_or(now))
+    let agrees = |d: SystemTime| match now.duration_since(d) {
+        Ok(ahead) => ahead < DATE_AGREES,
+        Err(behind) => behind.duration() <= DATE_BEHIND,
+    };
+    let reference = match server_now {
+        Some(d) if !agrees(d) => d,
+        _ => now,
+    };
+    parse_retry_after(value, reference)
 }
+
+/// How far past a response's `Date` the client's clock may be and still count as agreeing with
+/// the server's: the `Date`'s truncation to the second plus a second in transit.
+const DATE_AGREES: Duration = Duration::from_secs(2);
+/// How far behind it: a second (clocks a few ms apart land on either side of it).
+const DATE_BEHIND: Duration = Duration::from_secs(1);
 
 /// Delay-seconds with saturation; `digits` is non-empty and all ASCII digits.
 fn parse_delay_seconds(digits: &[u8]) -> Duration {

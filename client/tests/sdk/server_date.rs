@@ -92,3 +92,51 @@ fn delay_seconds_ignore_the_date_and_a_past_date_is_zero() {
         None
     );
 }
+
+#[test]
+fn a_clock_that_agrees_with_the_date_keeps_its_sub_second_part() {
+    // The server answered at 00:00:00.x, which its `Date` truncates to 00:00:00; a client whose
+    // clock reads 00:00:00.300 (agreeing to within the `Date`'s second) waits the 1.7 s to the
+    // named instant, not 2 s: callers refused across one second return together.
+    let date = UNIX_EPOCH + Duration::from_secs(1_767_225_600);
+    let now = date + Duration::from_millis(300);
+    assert_eq!(
+        parse_retry_after_dated(IN_TWO_SECONDS, Some(SERVER_NOW), now),
+        Some(Duration::from_millis(1_700))
+    );
+    // 1.9 s past the `Date` still agrees; 2 s past is a skew, corrected by the `Date`.
+    assert_eq!(
+        parse_retry_after_dated(
+            IN_TWO_SECONDS,
+            Some(SERVER_NOW),
+            date + Duration::from_millis(1_900)
+        ),
+        Some(Duration::from_millis(100))
+    );
+    assert_eq!(
+        parse_retry_after_dated(
+            IN_TWO_SECONDS,
+            Some(SERVER_NOW),
+            date + Duration::from_secs(2)
+        ),
+        Some(Duration::from_secs(2))
+    );
+    // A clock a little behind agrees too (200 ms: it waits 2.2 s, to the same instant); more
+    // than a second behind is a skew.
+    assert_eq!(
+        parse_retry_after_dated(
+            IN_TWO_SECONDS,
+            Some(SERVER_NOW),
+            date - Duration::from_millis(200)
+        ),
+        Some(Duration::from_millis(2_200))
+    );
+    assert_eq!(
+        parse_retry_after_dated(
+            IN_TWO_SECONDS,
+            Some(SERVER_NOW),
+            date - Duration::from_millis(1_001)
+        ),
+        Some(Duration::from_secs(2))
+    );
+}
