@@ -112,10 +112,11 @@ impl RedisBuilder {
 
     /// How many replicas must hold a decision's writes before it counts (`WAIT` after each
     /// script call, on the node that ran it; fewer within the profile's `store.timeout` fails
-    /// the decision closed). Default: 1 on a Redis Cluster or with Sentinels, so that a
-    /// failover never forgets an admission; 0 on one node. 0 trades that guarantee for a
-    /// round trip less per decision (a failover may then forget the last admissions the old
-    /// primary had not yet replicated). See the README's "Failover" for the measured cost.
+    /// the decision closed). Default 0, on every topology: a round trip less per decision, but
+    /// a failover may forget the last admissions the old primary had not yet replicated (a
+    /// caller then gets them again). 1 on a Redis Cluster or with Sentinels means a failover
+    /// never forgets an admission, at the price of refusing while a shard has no replica. See
+    /// the README's "Failover" for the measured cost of each.
     pub fn replica_acks(mut self, replicas: u32) -> Self {
         self.replica_acks = replicas;
         self
