@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use tollgate::http::{policy_header, RequestId, BURST_POLICY, SUSTAINED_POLICY};
 use tollgate::quanta::{Clock, Mock};
-use tollgate::{BucketKind, Decision, Key, Limiter, Profile, RouteClass};
+use tollgate::{BucketKind, Decision, Key, Limiter, Profile};
 use tollgate_server::envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
     rate_limit_descriptor::Entry, RateLimitDescriptor,
 };
@@ -51,10 +51,14 @@ use tollgate_server::envoy_types::pb::envoy::service::ratelimit::v3::{
     RateLimitRequest, RateLimitResponse,
 };
 use tollgate_server::envoy_types::pb::google::protobuf::{Duration as PbDuration, UInt64Value};
-use tollgate_server::request::{
-    MAX_DESCRIPTORS, MAX_DOMAIN_LEN, MAX_ENTRIES, MAX_KEY_LEN, MAX_VALUE_LEN,
-};
+use tollgate_server::request::{MAX_DOMAIN_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
 use tollgate_server::RateLimiter;
+
+mod expect;
+mod model;
+
+use expect::*;
+use model::*;
 
 /// The served domain.
 const DOMAIN: &str = "edge";
@@ -267,111 +271,6 @@ fn request(b: &mut Bytes<'_>, keys: &[String; 16], values: &[String; 16]) -> Rat
         descriptors,
         hits_addend,
     }
-}
-
-/// The model's reading of the request bounds (README, "Behind Envoy"; `server/src/request.rs`
-/// documents them): is it well formed, and each descriptor's cost.
-fn model_costs(req: &RateLimitRequest) -> Option<Vec<u32>> {
-    let ok = !req.domain.is_empty()
-        && req.domain.len() <= MAX_DOMAIN_LEN
-        && (1..=MAX_DESCRIPTORS).contains(&req.descriptors.len())
-        && req.descriptors.iter().all(|d| {
-            (1..=MAX_ENTRIES).contains(&d.entries.len())
-                && !d.is_negative_hits
-                && d.hits_addend.is_none_or(|h| h.value <= u64::from(u32::MAX))
-                && d.entries.iter().all(|e| {
-                    (1..=MAX_KEY_LEN).contains(&e.key.len()) && e.value.len() <= MAX_VALUE_LEN
-                })
-        });
-    ok.then(|| {
-        req.descriptors
-            .iter()
-            .map(|d| match &d.hits_addend {
-                Some(h) => h.value as u32,
-                None => req.hits_addend.max(1),
-            })
-            .collect()
-    })
-}
-
-/// The value of the first entry named `key`.
-fn first<'a>(entries: &'a [Entry], key: &str) -> Option<&'a str> {
-    entries
-        .iter()
-        .find(|e| e.key == key)
-        .map(|e| e.value.as_str())
-}
-
-/// What one descriptor maps to under the four rules: `Err` malformed (an empty id, an address
-/// that is none), `Ok(None)` unmatched.
-#[allow(clippy::result_unit_err)]
-fn model_map<'a>(entries: &'a [Entry], classes: [RouteClass; 2]) -> Result<Option<Key<'a>>, ()> {
-    let (t, u) = (first(entries, "tenant"), first(entries, "user"));
-    let who = |class: RouteClass| match (t, u) {
-        (Some(t), Some(u)) if t.is_empty() || u.is_empty() => Some(Err(())),
-        (Some(t), Some(u)) => Some(Ok(Key::authenticated(t, u, class).unwrap())),
-        _ => None,
-    };
-    if first(entries, "generic_key") == Some("reports") {
-        if let Some(k) = who(classes[1]) {
-            return k.map(Some);
-        }
-    }
-    let named = match first(entries, "class") {
-        Some("read") => Some(classes[0]),
-        Some("write") => Some(classes[1]),
-        _ => None,
-    };
-    if let Some(c) = named {
-        if let Some(k) = who(c) {
-            return k.map(Some);
-        }
-    }
-    if let Some(k) = who(classes[0]) {
-        return k.map(Some);
-    }
-    match first(entries, "remote_address") {
-        Some(a) => a
-            .parse::<IpAddr>()
-            .map(|ip| Some(Key::anonymous(ip, classes[0])))
-            .map_err(|_| ()),
-        None => Ok(None),
-    }
-}
-
-/// What the model expects of a well-formed request for the served domain.
-enum Plan<'a> {
-    /// `INVALID_ARGUMENT`.
-    Invalid,
-    /// `PERMISSION_DENIED`: a descriptor no rule matches, and the profile refuses those.
-    Denied,
-    /// Decided: the items charged, and for each descriptor its item (`None`: not limited).
-    Decide {
-        items: Vec<(Key<'a>, u32)>,
-        at: Vec<Option<usize>>,
-    },
-}
-
-fn plan<'a>(
-    req: &'a RateLimitRequest,
-    costs: &[u32],
-    classes: [RouteClass; 2],
-    refuse_unmatched: bool,
-) -> Plan<'a> {
-    let mut items = Vec::new();
-    let mut at = Vec::new();
-    for (d, cost) in req.descriptors.iter().zip(costs) {
-        match model_map(&d.entries, classes) {
-            Err(()) => return Plan::Invalid,
-            Ok(None) if refuse_unmatched => return Plan::Denied,
-            Ok(None) => at.push(None),
-            Ok(Some(key)) => {
-                at.push(Some(items.len()));
-                items.push((key, *cost));
-            }
-        }
-    }
-    Plan::Decide { items, at }
 }
 
 /// Everything a limiter holds that a request may change: every identity's buckets (its
@@ -607,81 +506,5 @@ pub fn check(data: &[u8]) {
                 assert!(!resp.raw_body.is_empty(), "a problem body");
             }
         }
-    }
-}
-
-/// A descriptor no rule limits, or not reached.
-fn bare_ok() -> DescriptorStatus {
-    DescriptorStatus {
-        code: Code::Ok as i32,
-        ..DescriptorStatus::default()
-    }
-}
-
-/// The status of a descriptor charged to a key of class `class`, reporting bucket `kind`.
-fn limited(
-    code: Code,
-    class: usize,
-    kind: BucketKind,
-    wait: Option<Duration>,
-    remaining: u32,
-) -> DescriptorStatus {
-    let (name, (tokens, unit)) = match kind {
-        BucketKind::Burst => (BURST_POLICY, LIMITS[class][0]),
-        BucketKind::Sustained => (SUSTAINED_POLICY, LIMITS[class][1]),
-    };
-    DescriptorStatus {
-        code: code as i32,
-        current_limit: Some(RateLimit {
-            name: name.to_owned(),
-            requests_per_unit: tokens,
-            unit: unit as i32,
-        }),
-        limit_remaining: remaining,
-        duration_until_reset: wait.map(|d| PbDuration {
-            seconds: d.as_secs() as i64,
-            nanos: d.subsec_nanos() as i32,
-        }),
-        quota: None,
-    }
-}
-
-fn headers_of(resp: &RateLimitResponse) -> Vec<(String, String)> {
-    resp.response_headers_to_add
-        .iter()
-        .map(|h| (h.key.clone(), h.value.clone()))
-        .collect()
-}
-
-/// Every field of a response as text, the body and raw header values as (lossy) UTF-8.
-fn response_text(resp: &RateLimitResponse) -> String {
-    let mut s = format!("{resp:?}\n{}\n", String::from_utf8_lossy(&resp.raw_body));
-    for h in resp
-        .response_headers_to_add
-        .iter()
-        .chain(&resp.request_headers_to_add)
-    {
-        s += &String::from_utf8_lossy(&h.raw_value);
-        s.push('\n');
-    }
-    s
-}
-
-/// `text` names no identity, but where the request itself put that text in an entry key (an
-/// error message names keys) or in its request id (echoed on a refusal).
-fn no_identity(text: &str, req: &RateLimitRequest, own_ids: &[&str]) {
-    let run = long_value_run();
-    for id in IDENTITIES.iter().copied().chain([run.as_str()]) {
-        let excused = own_ids.iter().any(|v| v.contains(id))
-            || req.domain.contains(id)
-            || req
-                .descriptors
-                .iter()
-                .flat_map(|d| &d.entries)
-                .any(|e| e.key.contains(id));
-        assert!(
-            excused || !text.contains(id),
-            "a response carries the identity {id:?}: {text}"
-        );
     }
 }
