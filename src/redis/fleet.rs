@@ -23,6 +23,7 @@
 
 use core::fmt;
 use core::time::Duration;
+use std::sync::Arc;
 
 use ::redis::{RedisError, Script};
 
@@ -33,8 +34,8 @@ use super::fleet_message::{BODY_FIELD, ID_FIELD, VERSION_FIELD};
 
 /// A publish's id as read back (absent if the hash was written by hand).
 pub(super) type Id = Option<Vec<u8>>;
+use super::fleet_watch::FleetWatch;
 use super::topology::Topology;
-#[cfg(doc)]
 use super::RedisLimiter;
 use crate::profile::{Profile, ProfileError};
 
@@ -282,5 +283,45 @@ async fn within<T>(
             ::redis::ErrorKind::Io,
             "fleet read timed out",
         )))),
+    }
+}
+
+/// The fleet profile on a limiter: its version in force, and following it.
+impl RedisLimiter {
+    /// Swaps in `profile` as [`RedisLimiter::reload`] does (the same refusals), marking it as
+    /// version `version` of a fleet profile: the discovery document and
+    /// [`RedisLimiter::profile_version`] show it. What a [`FleetWatch`] calls.
+    pub fn reload_version(&self, profile: Profile, version: u64) -> Result<(), ProfileError> {
+        self.engine.reload_as(profile, Some(version))?;
+        if let Some(deny) = &self.deny {
+            deny.clear();
+        }
+        Ok(())
+    }
+
+    /// The fleet profile's version in force; `None` when the profile in force is the one
+    /// this worker was built or reloaded with.
+    pub fn profile_version(&self) -> Option<u64> {
+        self.engine.profile_version()
+    }
+
+    /// The fleet profile `name` on this limiter's connection and key prefix: to publish or
+    /// read it. Refused if `name` is empty, over 128 bytes, or has braces or spaces.
+    pub fn fleet_profile(&self, name: &str) -> Result<FleetProfile, String> {
+        check_name(name)?;
+        Ok(FleetProfile::new(
+            self.store.connection().clone(),
+            self.subscribe_url.clone(),
+            &self.store.prefix,
+            name,
+        ))
+    }
+
+    /// Follows the fleet profile `name` (see [`FleetProfile::watch`]): the version published
+    /// now is in force when this returns (if it is valid and this limiter accepts it), and
+    /// each later one within milliseconds (one node) or a poll of half a second (Cluster,
+    /// Sentinel, or a lost announcement). The watcher stops when the handle is dropped.
+    pub async fn watch_profile(self: &Arc<Self>, name: &str) -> Result<FleetWatch, String> {
+        Ok(self.fleet_profile(name)?.watch(self).await)
     }
 }

@@ -309,43 +309,6 @@ impl RedisLimiter {
         self.store.program()
     }
 
-    /// Swaps in `profile` as [`RedisLimiter::reload`] does (the same refusals), marking it as
-    /// version `version` of a fleet profile: the discovery document and
-    /// [`RedisLimiter::profile_version`] show it. What a [`FleetWatch`] calls.
-    pub fn reload_version(&self, profile: Profile, version: u64) -> Result<(), ProfileError> {
-        self.engine.reload_as(profile, Some(version))?;
-        if let Some(deny) = &self.deny {
-            deny.clear();
-        }
-        Ok(())
-    }
-
-    /// The fleet profile's version in force; `None` when the profile in force is the one
-    /// this worker was built or reloaded with.
-    pub fn profile_version(&self) -> Option<u64> {
-        self.engine.profile_version()
-    }
-
-    /// The fleet profile `name` on this limiter's connection and key prefix: to publish or
-    /// read it. Refused if `name` is empty, over 128 bytes, or has braces or spaces.
-    pub fn fleet_profile(&self, name: &str) -> Result<FleetProfile, String> {
-        fleet::check_name(name)?;
-        Ok(FleetProfile::new(
-            self.store.connection().clone(),
-            self.subscribe_url.clone(),
-            &self.store.prefix,
-            name,
-        ))
-    }
-
-    /// Follows the fleet profile `name` (see [`FleetProfile::watch`]): the version published
-    /// now is in force when this returns (if it is valid and this limiter accepts it), and
-    /// each later one within milliseconds (one node) or a poll of half a second (Cluster,
-    /// Sentinel, or a lost announcement). The watcher stops when the handle is dropped.
-    pub async fn watch_profile(self: &Arc<Self>, name: &str) -> Result<FleetWatch, String> {
-        Ok(self.fleet_profile(name)?.watch(self).await)
-    }
-
     /// The command one charging decision for `key` sends (`FCALL ..` or `EVALSHA ..`), as
     /// words, for benchmarks that replay it with `redis-benchmark`.
     #[doc(hidden)]
