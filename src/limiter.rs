@@ -17,7 +17,7 @@ use crate::table::{Apply, Table, MAX_NOW};
 
 mod builder;
 
-pub use builder::{BuildError, Builder};
+pub use builder::{BuildError, Builder, KEY_SECRET_ENV};
 
 /// The admission engine. `Send + Sync`: share it by `&` or `Arc`.
 ///

@@ -209,14 +209,14 @@ async fn main() {
     let metrics = app::prometheus()
         .install_recorder()
         .unwrap_or_else(|e| fail("metrics", &e));
-    let secret = std::env::var(state::SECRET_ENV).ok();
     let limiter = Arc::new(
         // Listed tenants get a label of their own (bounded: the rest are `other`), for the
         // dashboard's "limit hits by tenant".
         state::open(
-            Limiter::builder(profile).per_tenant_metrics(true),
+            Limiter::builder(profile)
+                .per_tenant_metrics(true)
+                .key_secret_from_env(),
             args.state.as_ref(),
-            secret.as_deref().map(str::as_bytes),
         )
         .unwrap_or_else(|e| fail("limiter", &e)),
     );

@@ -14,30 +14,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tollgate::snapshot::{Checkpoint, StateFile};
-use tollgate::{Builder, Limiter};
-
-/// The environment variable the key secret is read from.
-pub const SECRET_ENV: &str = "TOLLGATE_KEY_SECRET";
+use tollgate::{Builder, Limiter, KEY_SECRET_ENV};
 
 /// The `--state*` flags: the engine's [`StateFile`] (restore, checkpoint, last save), which
 /// `tollgate-server` uses too.
 pub type State = StateFile;
 
-/// Builds the limiter: restored from `state`'s file if there is one.
-pub fn open(
-    builder: Builder,
-    state: Option<&State>,
-    secret: Option<&[u8]>,
-) -> Result<Limiter, String> {
-    let builder = match secret {
-        Some(s) => builder.key_secret(s),
-        None => builder,
-    };
-    let Some(state) = state else {
-        return builder.build().map_err(|e| e.to_string());
-    };
-    let opened = state.open(builder).map(|(limiter, _)| limiter);
-    opened.map_err(|e| e.explain("--state", SECRET_ENV, "--state-start-empty-on-refusal"))
+/// Builds the limiter: restored from `state`'s file if there is one, with errors worded for
+/// the gateway's flags.
+pub fn open(builder: Builder, state: Option<&State>) -> Result<Limiter, String> {
+    StateFile::open_optional(state, builder)
+        .map_err(|e| e.explain("--state", KEY_SECRET_ENV, "--state-start-empty-on-refusal"))
 }
 
 /// Starts the periodic checkpoint.

@@ -22,7 +22,7 @@ use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tollgate::{Limiter, Profile};
 use tollgate_server::admin::{Admin, AdminToken, FollowingFleet};
-use tollgate_server::state::{self, State, SECRET_ENV};
+use tollgate_server::state::{self, State};
 use tollgate_server::{publish, reload, serve_with, Backend, RateLimiter};
 
 const USAGE: &str = "tollgate-server --profile PATH [--grpc ADDR] [--http ADDR|off] [--redis URL] \
@@ -228,11 +228,9 @@ async fn main() {
         .unwrap_or_else(|e| fail(format!("metrics: {e}")));
     let result = match args.redis.clone() {
         None => {
-            let secret = std::env::var(SECRET_ENV).ok().filter(|s| !s.is_empty());
             let limiter = state::open(
-                Limiter::builder(profile),
+                Limiter::builder(profile).key_secret_from_env(),
                 args.state.as_ref(),
-                secret.as_deref().map(str::as_bytes),
             )
             .unwrap_or_else(|e| fail(format!("limiter: {e}")));
             let limiter = Arc::new(limiter);

@@ -6,7 +6,7 @@
 //! The limiter is restored from the snapshot at PATH on start, checkpointed every
 //! `--state-every` (crash-safe: a temporary file, fsync, rename), and once more on SIGTERM or
 //! ctrl-c after the requests in flight. A snapshot is keyed by the key secret, so `--state`
-//! needs a stable one in [`SECRET_ENV`]. A snapshot that is refused (another secret, another
+//! needs a stable one in [`KEY_SECRET_ENV`]. A snapshot that is refused (another secret, another
 //! `identities.capacity`, a corrupt or truncated file) stops the server with the reason,
 //! unless `--state-start-empty-on-refusal` says losing the quotas is acceptable. A missing
 //! file is a first start, not a refusal.
@@ -14,31 +14,18 @@
 use std::sync::Arc;
 
 use tollgate::snapshot::{Checkpoint, StateFile};
-use tollgate::{Builder, Limiter};
-
-/// The environment variable the key secret is read from.
-pub const SECRET_ENV: &str = "TOLLGATE_KEY_SECRET";
+use tollgate::{Builder, Limiter, KEY_SECRET_ENV};
 
 /// The `--state*` flags: the engine's [`StateFile`] (path, `--state-every`, 10 s by default,
 /// and `--state-start-empty-on-refusal`), which holds the rules above for the demo gateway too.
 pub type State = StateFile;
 
-/// Builds the limiter, with `secret` as its key secret: restored from `state`'s file if there
-/// is one. `--state` without a secret is refused (a snapshot is only restored under its own).
-pub fn open(
-    builder: Builder,
-    state: Option<&State>,
-    secret: Option<&[u8]>,
-) -> Result<Limiter, String> {
-    let builder = match secret {
-        Some(s) => builder.key_secret(s),
-        None => builder,
-    };
-    let Some(state) = state else {
-        return builder.build().map_err(|e| e.to_string());
-    };
-    let opened = state.open(builder).map(|(limiter, _)| limiter);
-    opened.map_err(|e| e.explain("--state", SECRET_ENV, "--state-start-empty-on-refusal"))
+/// Builds the limiter: restored from `state`'s file if there is one, with errors worded for
+/// the server's flags. `--state` without a key secret is refused (a snapshot is only restored
+/// under its own).
+pub fn open(builder: Builder, state: Option<&State>) -> Result<Limiter, String> {
+    StateFile::open_optional(state, builder)
+        .map_err(|e| e.explain("--state", KEY_SECRET_ENV, "--state-start-empty-on-refusal"))
 }
 
 /// Starts the periodic checkpoint of `limiter` to `state`'s file.

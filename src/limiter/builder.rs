@@ -11,6 +11,10 @@ use crate::profile::{Profile, ProfileError};
 use crate::snapshot::WallClock;
 use crate::table::Table;
 
+/// The environment variable a service reads its key secret from
+/// ([`Builder::key_secret_from_env`]; the Redis backend's builder reads it by default).
+pub const KEY_SECRET_ENV: &str = "TOLLGATE_KEY_SECRET";
+
 impl Limiter {
     /// Starts building a limiter for `profile`.
     pub fn builder(profile: Profile) -> Builder {
@@ -90,6 +94,16 @@ impl Builder {
     pub fn key_secret(mut self, secret: &[u8]) -> Self {
         self.secret = Some(secret.to_vec());
         self
+    }
+
+    /// The key secret from the environment's [`KEY_SECRET_ENV`] when it is set and not empty
+    /// (otherwise the builder keeps what it had): how a service run from the command line gets
+    /// a stable secret, as `RedisBuilder` does by default.
+    pub fn key_secret_from_env(self) -> Self {
+        match std::env::var(KEY_SECRET_ENV) {
+            Ok(s) if !s.is_empty() => self.key_secret(s.as_bytes()),
+            _ => self,
+        }
     }
 
     /// The wall clock that snapshots are dated by and restores measure the downtime with

@@ -15,7 +15,7 @@ use crate::engine::{random_secret, Engine, ObserveOptions};
 use crate::profile::{Profile, ProfileError};
 
 /// The environment variable that sets the key secret (unless the builder does).
-pub const KEY_SECRET_ENV: &str = "TOLLGATE_KEY_SECRET";
+pub use crate::limiter::KEY_SECRET_ENV;
 
 /// Builds a [`RedisLimiter`]: `RedisLimiter::builder(url, profile).key_secret(s).connect().await`.
 pub struct RedisBuilder {

@@ -168,6 +168,18 @@ impl StateFile {
         }
     }
 
+    /// [`StateFile::open`] where the state file is optional (a service run without one): with
+    /// no file, the limiter is built as it is, with full buckets.
+    pub fn open_optional(
+        state: Option<&StateFile>,
+        builder: Builder,
+    ) -> Result<Limiter, StateFileError> {
+        match state {
+            Some(state) => state.open(builder).map(|(limiter, _)| limiter),
+            None => builder.build().map_err(StateFileError::Build),
+        }
+    }
+
     /// Starts the periodic checkpoint of `limiter` to the file.
     pub fn checkpoint(&self, limiter: &Arc<Limiter>) -> io::Result<Checkpoint> {
         limiter.checkpoint(&self.path, self.every)

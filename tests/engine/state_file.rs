@@ -88,3 +88,24 @@ fn a_state_file_restores_refuses_without_change_and_starts_empty_only_when_asked
     assert_eq!(std::fs::read(&path).unwrap(), bytes);
     std::fs::remove_file(&path).unwrap();
 }
+
+#[test]
+fn without_a_state_file_the_limiter_is_built_fresh_and_with_one_it_is_opened() {
+    // No file given: a plain build, which needs no key secret.
+    let fresh =
+        StateFile::open_optional(None, Limiter::builder(Profile::from_yaml(DAILY).unwrap()))
+            .unwrap();
+    assert!(signup(&fresh).is_admit());
+    // A file given: the same rules as `open`, a missing secret among them.
+    let path = std::env::temp_dir().join(format!("tollgate-state-opt-{}", std::process::id()));
+    let _ = std::fs::remove_file(&path);
+    let st = StateFile::new(&path);
+    let no_secret = Limiter::builder(Profile::from_yaml(DAILY).unwrap());
+    assert!(matches!(
+        StateFile::open_optional(Some(&st), no_secret),
+        Err(StateFileError::NoSecret)
+    ));
+    let opened = StateFile::open_optional(Some(&st), builder()).unwrap();
+    assert!(signup(&opened).is_admit());
+    assert!(!path.exists(), "opening writes nothing");
+}

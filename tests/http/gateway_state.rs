@@ -85,13 +85,13 @@ async fn used_up_registrations_survive_a_gateway_restart() {
     };
     // --state without a secret is refused before anything starts.
     let (b, _) = builder();
-    assert!(state::open(b, Some(&st), None)
+    assert!(state::open(b, Some(&st))
         .unwrap_err()
-        .contains(state::SECRET_ENV));
+        .contains(tollgate::KEY_SECRET_ENV));
 
     // First start: no file yet.
     let (b, mock) = builder();
-    let first = Arc::new(state::open(b, Some(&st), Some(SECRET)).unwrap());
+    let first = Arc::new(state::open(b.key_secret(SECRET), Some(&st)).unwrap());
     let cp = state::checkpoint(&first, &st).unwrap();
     let addr = serve(Arc::clone(&first)).await;
     for i in 0..20 {
@@ -109,7 +109,7 @@ async fn used_up_registrations_survive_a_gateway_restart() {
     state::finish(cp);
 
     let (b, _) = builder();
-    let second = Arc::new(state::open(b, Some(&st), Some(SECRET)).unwrap());
+    let second = Arc::new(state::open(b.key_secret(SECRET), Some(&st)).unwrap());
     let (status, after) = register(serve(second).await).await;
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS, "still used up");
     let after = after.expect("a Retry-After");
@@ -125,7 +125,7 @@ async fn used_up_registrations_survive_a_gateway_restart() {
     bytes[n - 20] ^= 0xff;
     std::fs::write(&st.path, &bytes).unwrap();
     let (b, _) = builder();
-    let e = state::open(b, Some(&st), Some(SECRET)).unwrap_err();
+    let e = state::open(b.key_secret(SECRET), Some(&st)).unwrap_err();
     assert!(
         e.contains("corrupt") && e.contains("--state-start-empty-on-refusal"),
         "{e}"
@@ -136,7 +136,7 @@ async fn used_up_registrations_survive_a_gateway_restart() {
         ..st.clone()
     };
     let (b, _) = builder();
-    let fresh = Arc::new(state::open(b, Some(&empty), Some(SECRET)).unwrap());
+    let fresh = Arc::new(state::open(b.key_secret(SECRET), Some(&empty)).unwrap());
     assert_eq!(register(serve(fresh).await).await.0, StatusCode::CREATED);
     std::fs::remove_dir_all(&dir).unwrap();
 }

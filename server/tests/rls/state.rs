@@ -33,7 +33,7 @@ async fn boot(state: &State, secret: &[u8]) -> Result<Server, String> {
     let path = profile_file(DAILY);
     let (clock, mock) = quanta::Clock::mock();
     let builder = Limiter::builder(Profile::from_path(&path).unwrap()).clock(clock);
-    let limiter = state::open(builder, Some(state), Some(secret))?;
+    let limiter = state::open(builder.key_secret(secret), Some(state))?;
     Ok(start_on(path, Arc::new(limiter), mock, None).await)
 }
 
@@ -118,8 +118,6 @@ async fn a_snapshot_under_another_secret_is_refused_unless_told_to_start_empty()
 #[test]
 fn state_without_a_key_secret_is_refused() {
     let builder = Limiter::builder(Profile::from_yaml(DAILY).unwrap());
-    let e = state::open(builder, Some(&state_file()), None)
-        .err()
-        .unwrap();
+    let e = state::open(builder, Some(&state_file())).err().unwrap();
     assert!(e.contains("TOLLGATE_KEY_SECRET"), "{e}");
 }
