@@ -120,6 +120,28 @@ async fn call(
     }
 }
 
+impl Fixture {
+    /// `PUT /admin/profile` with the right token, from loopback: what an operator sends.
+    async fn put_profile(&self, body: &str) -> Reply {
+        let token = bearer(TOKEN);
+        call(
+            &self.admin,
+            Method::PUT,
+            "/admin/profile",
+            LOOPBACK,
+            Some(&token),
+            body,
+        )
+        .await
+    }
+
+    /// The write class's burst in force: which profile the limiter decides under.
+    fn write_burst(&self) -> u64 {
+        let profile = self.limiter.profile();
+        profile.route_class("write").unwrap().burst.tokens.get()
+    }
+}
+
 const LOOPBACK: Option<[u8; 4]> = Some([127, 0, 0, 1]);
 const REMOTE: Option<[u8; 4]> = Some([203, 0, 113, 9]);
 
@@ -199,16 +221,7 @@ async fn refused_without_the_token_with_a_wrong_one_and_off_loopback() {
     )
     .await;
     assert_eq!(put.status, StatusCode::UNAUTHORIZED);
-    assert_eq!(
-        f.limiter
-            .profile()
-            .route_class("write")
-            .unwrap()
-            .burst
-            .tokens
-            .get(),
-        1
-    );
+    assert_eq!(f.write_burst(), 1);
     // Loopback with the token: the profile in force, as YAML that reads back the same.
     let ok = get(LOOPBACK, Some(bearer(TOKEN))).await;
     assert_eq!(ok.status, StatusCode::OK);
@@ -236,15 +249,7 @@ async fn an_invalid_profile_is_refused_with_line_and_column_and_the_old_stays() 
     let f = fixture("invalid", false);
     let before = std::fs::read_to_string(&f.file).unwrap();
     let bad = profile_text(1, 64).replace("tokens: 600", "tokens: 0");
-    let r = call(
-        &f.admin,
-        Method::PUT,
-        "/admin/profile",
-        LOOPBACK,
-        Some(&bearer(TOKEN)),
-        &bad,
-    )
-    .await;
+    let r = f.put_profile(&bad).await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.body);
     assert_eq!(r.headers["content-type"], "application/problem+json");
     let j = r.json();
@@ -263,27 +268,11 @@ async fn an_invalid_profile_is_refused_with_line_and_column_and_the_old_stays() 
         "{j}"
     );
     // Not YAML of a profile at all: still a position.
-    let r = call(
-        &f.admin,
-        Method::PUT,
-        "/admin/profile",
-        LOOPBACK,
-        Some(&bearer(TOKEN)),
-        "name: x\nidentities: [\n",
-    )
-    .await;
+    let r = f.put_profile("name: x\nidentities: [\n").await;
     assert_eq!(r.status, StatusCode::UNPROCESSABLE_ENTITY, "{}", r.body);
     assert!(r.json()["line"].is_u64(), "{}", r.body);
     // Valid, but a reload may not resize the table: 409, no position needed.
-    let r = call(
-        &f.admin,
-        Method::PUT,
-        "/admin/profile",
-        LOOPBACK,
-        Some(&bearer(TOKEN)),
-        &profile_text(3, 128),
-    )
-    .await;
+    let r = f.put_profile(&profile_text(3, 128)).await;
     assert_eq!(r.status, StatusCode::CONFLICT, "{}", r.body);
     assert_eq!(r.json()["code"], "reload_refused");
     assert!(r.body.contains("identities.capacity"), "{}", r.body);
@@ -298,16 +287,7 @@ async fn an_invalid_profile_is_refused_with_line_and_column_and_the_old_stays() 
     assert_eq!(res.status(), StatusCode::BAD_REQUEST);
 
     // After every refusal: the old profile in force, the file untouched, no temporary left.
-    assert_eq!(
-        f.limiter
-            .profile()
-            .route_class("write")
-            .unwrap()
-            .burst
-            .tokens
-            .get(),
-        1
-    );
+    assert_eq!(f.write_burst(), 1);
     assert_eq!(std::fs::read_to_string(&f.file).unwrap(), before);
     assert_eq!(std::fs::read_dir(&f.dir).unwrap().count(), 1);
     let post = call(&f.public, Method::POST, "/v1/items", LOOPBACK, None, "").await;
@@ -328,15 +308,7 @@ async fn a_valid_profile_is_in_force_from_the_next_request_and_saved() {
     assert_eq!(post().await.status, StatusCode::TOO_MANY_REQUESTS);
 
     let new = profile_text(3, 64);
-    let r = call(
-        &f.admin,
-        Method::PUT,
-        "/admin/profile",
-        LOOPBACK,
-        Some(&bearer(TOKEN)),
-        &new,
-    )
-    .await;
+    let r = f.put_profile(&new).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.json()["in_force"], true);
     assert_eq!(r.json()["saved_to"], f.file.display().to_string());
@@ -376,16 +348,7 @@ async fn a_valid_profile_is_in_force_from_the_next_request_and_saved() {
     );
     // A reload of the file (what SIGHUP and the watcher do) keeps it.
     app::reload(&f.limiter, &f.file).unwrap();
-    assert_eq!(
-        f.limiter
-            .profile()
-            .route_class("write")
-            .unwrap()
-            .burst
-            .tokens
-            .get(),
-        3
-    );
+    assert_eq!(f.write_burst(), 3);
 }
 
 #[tokio::test]
@@ -411,16 +374,7 @@ async fn in_memory_admin_leaves_the_file_alone_and_other_methods_are_refused() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.json()["saved_to"], Value::Null);
     assert_eq!(std::fs::read_to_string(&f.file).unwrap(), before);
-    assert_eq!(
-        f.limiter
-            .profile()
-            .route_class("write")
-            .unwrap()
-            .burst
-            .tokens
-            .get(),
-        4
-    );
+    assert_eq!(f.write_burst(), 4);
     let r = call(
         &router,
         Method::DELETE,
@@ -474,28 +428,10 @@ async fn if_match_replaces_only_the_profile_that_was_read() {
     let second = read().await;
     assert_ne!(second, first);
     assert_eq!(put(first, 5).await, StatusCode::PRECONDITION_FAILED);
-    assert_eq!(
-        f.limiter
-            .profile()
-            .route_class("write")
-            .unwrap()
-            .burst
-            .tokens
-            .get(),
-        2
-    );
+    assert_eq!(f.write_burst(), 2);
     assert_eq!(put(second, 5).await, StatusCode::OK);
     assert_eq!(put("*".to_owned(), 6).await, StatusCode::OK);
-    assert_eq!(
-        f.limiter
-            .profile()
-            .route_class("write")
-            .unwrap()
-            .burst
-            .tokens
-            .get(),
-        6
-    );
+    assert_eq!(f.write_burst(), 6);
 }
 
 #[test]
