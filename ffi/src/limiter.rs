@@ -2,7 +2,7 @@
 
 use core::ffi::c_char;
 
-use tollgate::{BuildError, Key, Limiter, Profile};
+use tollgate::{BuildError, Decision, Key, Limiter, Profile};
 
 use crate::args::{ip_arg, out_arg, str_arg};
 use crate::cast::{borrow, free_boxed, into_boxed_ptr};
@@ -126,24 +126,17 @@ pub unsafe extern "C" fn tg_admit(
     route_class: u32,
     out: *mut tg_decision,
 ) -> tg_result {
-    panic_boundary(|| {
-        // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
-        let handle = unsafe { borrow(limiter) }?;
-        // SAFETY: 1. `tenant` and `principal` are valid for their lengths during this call
-        // (caller's contract); the key borrows them only until `admit` returns.
-        let (tenant, principal) = unsafe {
-            (
-                str_arg(tenant, tenant_len)?,
-                str_arg(principal, principal_len)?,
-            )
-        };
-        let out = out_arg(out)?;
-        let key = Key::authenticated(tenant, principal, handle.class(route_class)?)?;
-        let decision = handle.decision(handle.limiter.admit(&key));
-        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(decision) };
-        Ok(())
-    })
+    // SAFETY: 1. The caller's guarantees are those of `admit_authenticated`.
+    unsafe {
+        admit_authenticated(
+            limiter,
+            (tenant, tenant_len),
+            (principal, principal_len),
+            route_class,
+            out,
+            |l, k| l.admit(k),
+        )
+    }
 }
 
 /// As `tg_admit`, for a request of weighted cost `n`: charges `n` tokens of both of the
@@ -165,24 +158,17 @@ pub unsafe extern "C" fn tg_admit_n(
     n: u32,
     out: *mut tg_decision,
 ) -> tg_result {
-    panic_boundary(|| {
-        // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
-        let handle = unsafe { borrow(limiter) }?;
-        // SAFETY: 1. `tenant` and `principal` are valid for their lengths during this call
-        // (caller's contract); the key borrows them only until `admit_n` returns.
-        let (tenant, principal) = unsafe {
-            (
-                str_arg(tenant, tenant_len)?,
-                str_arg(principal, principal_len)?,
-            )
-        };
-        let out = out_arg(out)?;
-        let key = Key::authenticated(tenant, principal, handle.class(route_class)?)?;
-        let decision = handle.decision(handle.limiter.admit_n(&key, n));
-        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(decision) };
-        Ok(())
-    })
+    // SAFETY: 1. The caller's guarantees are those of `admit_authenticated`.
+    unsafe {
+        admit_authenticated(
+            limiter,
+            (tenant, tenant_len),
+            (principal, principal_len),
+            route_class,
+            out,
+            |l, k| l.admit_n(k, n),
+        )
+    }
 }
 
 /// As `tg_admit_anonymous`, for a request of weighted cost `n` (see `tg_admit_n`).
@@ -198,18 +184,12 @@ pub unsafe extern "C" fn tg_admit_anonymous_n(
     n: u32,
     out: *mut tg_decision,
 ) -> tg_result {
-    panic_boundary(|| {
-        // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
-        let handle = unsafe { borrow(limiter) }?;
-        // SAFETY: 1. `ip` is valid for `ip_len` bytes during this call (caller's contract).
-        let peer = unsafe { ip_arg(ip, ip_len) }?;
-        let out = out_arg(out)?;
-        let key = Key::anonymous(peer, handle.class(route_class)?);
-        let decision = handle.decision(handle.limiter.admit_n(&key, n));
-        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(decision) };
-        Ok(())
-    })
+    // SAFETY: 1. The caller's guarantees are those of `admit_anonymous`.
+    unsafe {
+        admit_anonymous(limiter, ip, ip_len, route_class, out, |l, k| {
+            l.admit_n(k, n)
+        })
+    }
 }
 
 /// Decides one request of an unauthenticated caller, keyed by its network prefix: `ip` is the
@@ -227,6 +207,56 @@ pub unsafe extern "C" fn tg_admit_anonymous(
     route_class: u32,
     out: *mut tg_decision,
 ) -> tg_result {
+    // SAFETY: 1. The caller's guarantees are those of `admit_anonymous`.
+    unsafe { admit_anonymous(limiter, ip, ip_len, route_class, out, |l, k| l.admit(k)) }
+}
+
+/// The body of `tg_admit` and `tg_admit_n`: every argument checked, then `decide` on the key.
+///
+/// # Safety
+/// As `tg_admit`.
+#[inline(always)]
+unsafe fn admit_authenticated(
+    limiter: *const tg_limiter,
+    (tenant, tenant_len): (*const c_char, usize),
+    (principal, principal_len): (*const c_char, usize),
+    route_class: u32,
+    out: *mut tg_decision,
+    decide: impl FnOnce(&Limiter, &Key<'_>) -> Decision,
+) -> tg_result {
+    panic_boundary(|| {
+        // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
+        let handle = unsafe { borrow(limiter) }?;
+        // SAFETY: 1. `tenant` and `principal` are valid for their lengths during this call
+        // (caller's contract); the key borrows them only until `decide` returns.
+        let (tenant, principal) = unsafe {
+            (
+                str_arg(tenant, tenant_len)?,
+                str_arg(principal, principal_len)?,
+            )
+        };
+        let out = out_arg(out)?;
+        let key = Key::authenticated(tenant, principal, handle.class(route_class)?)?;
+        let decision = handle.decision(decide(&handle.limiter, &key));
+        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
+        unsafe { out.write(decision) };
+        Ok(())
+    })
+}
+
+/// The body of `tg_admit_anonymous` and `tg_admit_anonymous_n`.
+///
+/// # Safety
+/// As `tg_admit_anonymous`.
+#[inline(always)]
+unsafe fn admit_anonymous(
+    limiter: *const tg_limiter,
+    ip: *const u8,
+    ip_len: usize,
+    route_class: u32,
+    out: *mut tg_decision,
+    decide: impl FnOnce(&Limiter, &Key<'_>) -> Decision,
+) -> tg_result {
     panic_boundary(|| {
         // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
         let handle = unsafe { borrow(limiter) }?;
@@ -234,7 +264,7 @@ pub unsafe extern "C" fn tg_admit_anonymous(
         let peer = unsafe { ip_arg(ip, ip_len) }?;
         let out = out_arg(out)?;
         let key = Key::anonymous(peer, handle.class(route_class)?);
-        let decision = handle.decision(handle.limiter.admit(&key));
+        let decision = handle.decision(decide(&handle.limiter, &key));
         // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
         unsafe { out.write(decision) };
         Ok(())
