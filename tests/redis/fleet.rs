@@ -186,13 +186,15 @@ mod counted {
         })
     }
 
-    fn errors(snap: &[(String, Vec<String>, f64)], kind: &str) -> f64 {
-        let kind = format!("kind={kind}");
-        value(
-            snap,
-            "tollgate_fleet_profile_errors_total",
-            &["name=checkout", &kind],
-        )
+    /// The watcher's counts: (invalid bodies, refused reloads, version in force).
+    fn counted(snap: &[(String, Vec<String>, f64)]) -> (f64, f64, f64) {
+        let errors = |kind: &str| {
+            let kind = format!("kind={kind}");
+            let labels = ["name=checkout", kind.as_str()];
+            value(snap, "tollgate_fleet_profile_errors_total", &labels)
+        };
+        let version = value(snap, "tollgate_fleet_profile_version", &["name=checkout"]);
+        (errors("invalid"), errors("refused"), version)
     }
 
     #[test]
@@ -275,12 +277,7 @@ mod counted {
             assert_eq!(burst(&limiter), 7);
         }
         let snap = snapshot(&snapshotter);
-        assert_eq!(errors(&snap, "invalid"), 4.0, "{snap:?}");
-        assert_eq!(errors(&snap, "refused"), 0.0);
-        assert_eq!(
-            value(&snap, "tollgate_fleet_profile_version", &["name=checkout"]),
-            1.0
-        );
+        assert_eq!(counted(&snap), (4.0, 0.0, 1.0), "{snap:?}");
         // The next good publish is taken.
         rt.block_on(async {
             assert_eq!(fleet.publish(&profile(8, 64)).await.unwrap(), 5);
@@ -306,12 +303,7 @@ mod counted {
         });
         assert_eq!((limiter.profile_version(), burst(&limiter)), (Some(1), 7));
         let snap = snapshot(&snapshotter);
-        assert_eq!(errors(&snap, "refused"), 1.0, "{snap:?}");
-        assert_eq!(errors(&snap, "invalid"), 0.0);
-        assert_eq!(
-            value(&snap, "tollgate_fleet_profile_version", &["name=checkout"]),
-            1.0
-        );
+        assert_eq!(counted(&snap), (0.0, 1.0, 1.0), "{snap:?}");
         rt.block_on(async {
             assert_eq!(fleet.publish(&profile(10, 64)).await.unwrap(), 3);
             until(|| limiter.profile_version() == Some(3)).await;
