@@ -140,4 +140,29 @@ mod tests {
         c.give_back(3, 5);
         assert_eq!(c.used(4), 1);
     }
+
+    #[test]
+    fn a_give_back_never_takes_more_than_the_window_counts() {
+        let c = ShardCounter::new();
+        assert_eq!(c.take_n(6, 5, 2), Some(6));
+        // More than was counted (a caller's bug): the count stops at zero and the window id
+        // is untouched, so window 6 still has all its slots and no later one is disturbed.
+        c.give_back(6, 3);
+        assert_eq!(c.used(6), 0);
+        // A late request of window 5 still counts in window 6 (the shard did not go back).
+        assert_eq!(c.take_n(5, 5, 1), Some(6));
+        assert_eq!(c.take_n(6, 5, 4), Some(6));
+        assert_eq!(c.used(6), 5);
+        assert_eq!(c.take_n(6, 5, 1), None);
+    }
+
+    #[test]
+    fn debug_shows_the_packed_word() {
+        let c = ShardCounter::new();
+        assert_eq!(c.take_n(3, 5, 2), Some(3));
+        assert_eq!(
+            format!("{c:?}"),
+            format!("ShardCounter({})", 3u64 << 24 | 2)
+        );
+    }
 }

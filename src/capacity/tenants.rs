@@ -298,4 +298,17 @@ mod tests {
         assert!(t.hold(a, 0, 2));
         assert_eq!(t.held(a), 2);
     }
+
+    #[test]
+    fn the_table_is_a_sixteenth_of_the_identities_within_bounds_plus_two_per_listed() {
+        assert_eq!(Tenants::entries_for(0, 0), 64);
+        assert_eq!(Tenants::entries_for(16 * 1000 + 15, 0), 1000);
+        assert_eq!(Tenants::entries_for(16 * 1000, 3), 1006);
+        assert_eq!(Tenants::entries_for(1 << 30, 5), (1 << 16) + 10);
+        let t = Tenants::new(100);
+        assert_eq!(
+            t.memory_bytes(),
+            100 * 64 + core::mem::size_of::<Table<TenantEntries>>()
+        );
+    }
 }

@@ -397,4 +397,132 @@ mod tests {
             1000 * 64 + core::mem::size_of::<Table>()
         );
     }
+
+    /// A claimer with a cap per partition and the count `Claimer` asks for: the tenants'
+    /// table's rule, without its table.
+    struct Capped<'a> {
+        partition: Digest,
+        cap: u64,
+        held: &'a std::cell::RefCell<std::collections::HashMap<Digest, u64>>,
+    }
+
+    impl Claimer for Capped<'_> {
+        fn partition(&self) -> Digest {
+            self.partition
+        }
+        fn reserve(&self, _: u64) -> bool {
+            let mut held = self.held.borrow_mut();
+            let n = held.entry(self.partition).or_default();
+            *n < self.cap && {
+                *n += 1;
+                true
+            }
+        }
+        fn release(&self, _: u64) {
+            *self.held.borrow_mut().get_mut(&self.partition).unwrap() -= 1;
+        }
+        fn evict(&self, old: Digest, _: u64) {
+            let mut held = self.held.borrow_mut();
+            let n = held
+                .get_mut(&old)
+                .expect("evicts a partition that holds slots");
+            *n -= 1;
+        }
+    }
+
+    /// A partition at its cap still reuses its own reclaimable slot when another partition's
+    /// is there too, is refused another partition's, and every count stays the number of slots
+    /// that record the partition.
+    #[test]
+    fn partitions_reuse_their_own_slots_and_counts_stay_exact() {
+        let t: Table = Table::new(3);
+        let held = Default::default();
+        let (pa, pb) = (Digest { hi: 7, lo: 7 }, Digest { hi: 8, lo: 8 });
+        let a = Capped {
+            partition: pa,
+            cap: 2,
+            held: &held,
+        };
+        let b = Capped {
+            partition: pb,
+            cap: 1,
+            held: &held,
+        };
+        let put = |c: &Capped, who: u64, now: u64| {
+            t.update(d(who), c, now, |tats| {
+                let n = Tats {
+                    burst: tats.burst.max(now) + 100,
+                    sustained: tats.sustained.max(now) + 100,
+                };
+                Apply::Write(n, ())
+            })
+        };
+        let counts = || {
+            let h = held.borrow();
+            (h.get(&pa).copied(), h.get(&pb).copied())
+        };
+        put(&a, 1, 0).unwrap();
+        put(&b, 2, 0).unwrap();
+        put(&a, 3, 0).unwrap();
+        assert_eq!(counts(), (Some(2), Some(1)));
+        assert_eq!(put(&b, 4, 50), Err(TableFull), "no slot is reclaimable yet");
+        // At 100 identity 1 is refreshed; 2 (B's) and 3 (A's) are full and reclaimable.
+        put(&a, 1, 100).unwrap();
+        assert!(
+            put(&b, 4, 100).is_ok(),
+            "B, at its cap, reuses its own slot"
+        );
+        assert_eq!((t.peek(d(2)), t.peek(d(3)).is_some()), (None, true));
+        assert_eq!(counts(), (Some(2), Some(1)));
+        // Only A's slot is reclaimable now: B at its cap may not take it, and A's occupant
+        // is put back as it was.
+        assert_eq!(put(&b, 5, 100), Err(TableFull));
+        assert_eq!(t.peek(d(3)), Some(Tats::full(100)));
+        assert_eq!(counts(), (Some(2), Some(1)));
+        // With room under its cap B takes it, and A has one slot less.
+        let b2 = Capped { cap: 2, ..b };
+        put(&b2, 5, 100).unwrap();
+        assert_eq!((t.peek(d(3)), t.peek(d(5)).is_some()), (None, true));
+        assert_eq!(counts(), (Some(1), Some(2)));
+    }
+
+    /// A claim takes a never-used slot before another partition's reclaimable one, whose
+    /// occupant, full but perhaps a light live caller, would have to claim again.
+    #[test]
+    fn a_never_used_slot_is_taken_before_another_partitions() {
+        let t: Table = Table::new(3);
+        let held = Default::default();
+        let (pa, pb) = (Digest { hi: 7, lo: 7 }, Digest { hi: 8, lo: 8 });
+        let a = Capped {
+            partition: pa,
+            cap: 3,
+            held: &held,
+        };
+        let b = Capped {
+            partition: pb,
+            cap: 3,
+            held: &held,
+        };
+        let put = |c: &Capped, who: u64, now: u64| {
+            t.update(d(who), c, now, |tats| {
+                let n = Tats {
+                    burst: tats.burst.max(now) + 100,
+                    sustained: tats.sustained.max(now) + 100,
+                };
+                Apply::Write(n, ())
+            })
+        };
+        // Both identities have home 0: A's is in slot 0, reclaimable from 100 on.
+        assert_eq!((t.home(d(1)), t.home(d(2))), (0, 0));
+        put(&a, 1, 0).unwrap();
+        put(&b, 2, 100).unwrap();
+        assert_eq!(
+            t.peek(d(1)),
+            Some(Tats::full(100)),
+            "A's identity keeps its slot"
+        );
+        assert_eq!(t.peek(d(2)), Some(Tats::full(200)));
+        let h = held.borrow();
+        assert_eq!((h.get(&pa), h.get(&pb)), (Some(&1), Some(&1)));
+    }
 }

@@ -192,4 +192,28 @@ mod tests {
         assert_eq!((OCCUPIED, BUSY), (1 << 126, 1 << 127));
         assert_eq!(GEN_MASK, 0x3f << 120);
     }
+
+    /// The ABA guard: each claim moves the slot to the next generation, and 64 claims pass
+    /// through 64 different occupants' words before one recurs.
+    #[test]
+    fn every_claim_bumps_the_generation_through_all_64() {
+        let t = Tats::full(5);
+        let mut s = SlotState::EMPTY;
+        let mut seen: Vec<SlotState> = Vec::new();
+        for _ in 0..64 {
+            s = s.claimed(t).published(t);
+            assert!(!s.is_busy() && !s.is_empty());
+            assert!(
+                seen.iter().all(|o| !o.same_occupant(s)),
+                "generation recurred after {} claims",
+                seen.len()
+            );
+            seen.push(s);
+        }
+        let wrapped = s.claimed(t).published(t);
+        assert!(
+            wrapped.same_occupant(seen[0]),
+            "the 65th claim wraps to the first's generation"
+        );
+    }
 }

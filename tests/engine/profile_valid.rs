@@ -366,3 +366,23 @@ fn serde_json_deserialization_validates() {
         "below shards",
     );
 }
+
+/// The edges `validate` accepts (a `Retry-After` cap of exactly 1s, the last shard, `*` for any
+/// method) and the methods next to them it refuses.
+#[test]
+fn validate_accepts_its_boundaries() {
+    let mut p = base();
+    assert_eq!(p.shared_capacity.as_ref().unwrap().shards.get(), 2);
+    let acme = p.shared_capacity.as_mut().unwrap().tenants.get_mut("acme");
+    acme.unwrap().shard = Some(1);
+    p.retry_after.max = Period::from_secs(1).unwrap();
+    p.validate().unwrap();
+    p.routes[0].method = "*".into();
+    p.validate().unwrap();
+    for m in ["", "get", "Get", "**", "GET "] {
+        let mut q = p.clone();
+        q.routes[0].method = m.into();
+        let e = invalid(q.validate());
+        assert!(e.message().contains("routes[0].method"), "{m:?}: {e}");
+    }
+}
