@@ -70,24 +70,41 @@ pub fn policy_header(limits: &RouteClassLimits) -> HeaderValue {
     HeaderValue::from_str(&s).expect("names and integers are a valid header value")
 }
 
-/// [`policy_header`], as a value whose clones share nothing: the value is interned for the life
-/// of the process (one copy per distinct policy ever compiled, some 100 bytes each; a reload to
-/// the same numbers adds nothing), so that the clone each admitted response gets copies a
-/// pointer instead of counting a reference on a line every core writes, and a response future
-/// carries a pointer to it rather than the value.
-pub(crate) fn interned_policy_header(limits: &RouteClassLimits) -> &'static HeaderValue {
-    static INTERNED: parking_lot::Mutex<Vec<&'static HeaderValue>> =
-        parking_lot::Mutex::new(Vec::new());
-    let value = policy_header(limits);
+/// A route class's `RateLimit-Policy` value with the two buckets it was written from, interned
+/// for the life of the process (one copy per distinct pair of buckets ever compiled, some 150
+/// bytes each; a reload to the same numbers adds nothing): the clone each admitted response
+/// gets copies a pointer instead of counting a reference on a line every core writes, and a
+/// response future carries one pointer for both the header and the limits its `RateLimit`
+/// value is computed from.
+#[derive(Debug)]
+pub(crate) struct Policy {
+    /// `RateLimit-Policy`, from [`policy_header`].
+    pub(crate) header: HeaderValue,
+    /// The buckets (the class's `mode` is not kept: neither header depends on it).
+    pub(crate) limits: RouteClassLimits,
+}
+
+/// The interned [`Policy`] of `limits`.
+pub(crate) fn interned_policy(limits: &RouteClassLimits) -> &'static Policy {
+    static INTERNED: parking_lot::Mutex<Vec<&'static Policy>> = parking_lot::Mutex::new(Vec::new());
     let mut interned = INTERNED.lock();
-    match interned.iter().find(|v| **v == value) {
-        Some(v) => v,
+    let same =
+        |p: &&&Policy| p.limits.burst == limits.burst && p.limits.sustained == limits.sustained;
+    match interned.iter().find(same) {
+        Some(p) => p,
         None => {
+            let value = policy_header(limits);
             let text: &'static str =
                 Box::leak(value.to_str().expect("policy_header writes ASCII").into());
-            let v: &'static HeaderValue = Box::leak(Box::new(HeaderValue::from_static(text)));
-            interned.push(v);
-            v
+            let p: &'static Policy = Box::leak(Box::new(Policy {
+                header: HeaderValue::from_static(text),
+                limits: RouteClassLimits {
+                    mode: None,
+                    ..*limits
+                },
+            }));
+            interned.push(p);
+            p
         }
     }
 }
@@ -157,4 +174,42 @@ impl Quota {
 /// tokens only).
 pub fn remaining_header(remaining: Remaining, limits: &RouteClassLimits) -> HeaderValue {
     Quota::new(remaining, limits).header()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::profile::Mode;
+
+    fn limits(burst: u64, sustained: u64) -> RouteClassLimits {
+        let yaml = format!(
+            "name: t\nidentities: {{ capacity: 8 }}\nroute_classes:\n  c:\n    \
+             burst: {{ tokens: {burst}, per: 1s }}\n    sustained: {{ tokens: {sustained}, per: 1h }}\n"
+        );
+        *crate::Profile::from_yaml(&yaml)
+            .unwrap()
+            .route_class("c")
+            .unwrap()
+    }
+
+    #[test]
+    fn one_interned_policy_per_pair_of_buckets() {
+        let a = interned_policy(&limits(7, 700));
+        assert_eq!(a.header, policy_header(&limits(7, 700)));
+        assert_eq!(a.header, "\"burst\";q=7;w=1, \"sustained\";q=700;w=3600");
+        assert_eq!(
+            (a.limits.burst, a.limits.sustained),
+            (limits(7, 700).burst, limits(7, 700).sustained)
+        );
+        // The same buckets, whatever the mode: the same copy (the headers do not depend on it).
+        let shadow = RouteClassLimits {
+            mode: Some(Mode::Shadow),
+            ..limits(7, 700)
+        };
+        assert!(core::ptr::eq(a, interned_policy(&shadow)));
+        assert!(core::ptr::eq(a, interned_policy(&limits(7, 700))));
+        let b = interned_policy(&limits(7, 701));
+        assert!(!core::ptr::eq(a, b));
+        assert_eq!(b.header, "\"burst\";q=7;w=1, \"sustained\";q=701;w=3600");
+    }
 }

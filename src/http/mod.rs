@@ -76,12 +76,12 @@ pub use grpc::{
     grpc_status, is_grpc, percent_encode_message, retry_pushback_ms, GRPC_MESSAGE,
     GRPC_RESOURCE_EXHAUSTED, GRPC_RETRY_PUSHBACK_MS, GRPC_STATUS, GRPC_UNAVAILABLE,
 };
-#[cfg(feature = "tower")]
-pub(crate) use headers::Quota;
 pub use headers::{
     policy_header, remaining_header, BURST_POLICY, RATELIMIT, RATELIMIT_POLICY, SUSTAINED_POLICY,
     X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET, X_REQUEST_ID,
 };
+#[cfg(feature = "tower")]
+pub(crate) use headers::{Policy, Quota};
 pub use problem::{Problem, PROBLEM_JSON};
 pub use request_id::{RequestId, MAX_REQUEST_ID_LEN};
 pub use routes::{RouteEntry, RouteTable};

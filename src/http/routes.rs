@@ -6,7 +6,7 @@ use std::sync::Arc;
 use ::http::header::HeaderValue;
 use ::http::Method;
 
-use super::headers::interned_policy_header;
+use super::headers::{interned_policy, Policy};
 use crate::identity::RouteClass;
 use crate::profile::{Profile, RouteClassLimits};
 
@@ -65,7 +65,7 @@ pub struct RouteEntry {
     shape: Shape,
     class: RouteClass,
     class_name: Arc<str>,
-    policy: &'static HeaderValue,
+    policy: &'static Policy,
     limits: RouteClassLimits,
 }
 
@@ -81,12 +81,12 @@ impl RouteEntry {
     /// The class's `RateLimit-Policy` value, computed once per profile (its clones copy a
     /// pointer: the text is interned).
     pub fn policy(&self) -> &HeaderValue {
-        self.policy
+        &self.policy.header
     }
 
     /// [`RouteEntry::policy`], for a response future that outlives the table.
     #[cfg(feature = "tower")]
-    pub(crate) fn interned_policy(&self) -> &'static HeaderValue {
+    pub(crate) fn interned_policy(&self) -> &'static Policy {
         self.policy
     }
 
@@ -184,7 +184,7 @@ impl RouteTable {
                     segments,
                     class,
                     class_name: r.class.as_str().into(),
-                    policy: interned_policy_header(limits),
+                    policy: interned_policy(limits),
                     limits: *limits,
                 })
             })
@@ -238,7 +238,6 @@ mod tests {
 
     #[test]
     fn the_in_place_walk_agrees_with_splitting() {
-        static P: HeaderValue = HeaderValue::from_static("p");
         let globs = [
             "/v1/**",
             "/v1",
@@ -293,21 +292,22 @@ mod tests {
                     lit => Segment::Literal(lit.into()),
                 })
                 .collect();
+            let limits = crate::profile::Profile::from_yaml(
+                "name: t\nidentities: { capacity: 8 }\nroute_classes:\n  c:\n    \
+                 burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 1, per: 1s }\n",
+            )
+            .unwrap()
+            .route_class("c")
+            .copied()
+            .unwrap();
             let entry = RouteEntry {
                 method: None,
                 shape: Shape::of(&segments),
                 segments: segments.clone(),
                 class: RouteClass(0),
                 class_name: "c".into(),
-                policy: &P,
-                limits: crate::profile::Profile::from_yaml(
-                    "name: t\nidentities: { capacity: 8 }\nroute_classes:\n  c:\n    \
-                     burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 1, per: 1s }\n",
-                )
-                .unwrap()
-                .route_class("c")
-                .copied()
-                .unwrap(),
+                policy: interned_policy(&limits),
+                limits,
             };
             for path in paths {
                 assert_eq!(

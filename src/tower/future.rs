@@ -4,7 +4,7 @@
 
 use core::future::Future;
 use core::pin::Pin;
-use core::task::{ready, Context, Poll};
+use core::task::{Context, Poll};
 use std::sync::Arc;
 
 use ::http::header::HeaderValue;
@@ -18,23 +18,28 @@ use super::state::{CompiledProfile, LayerState};
 use crate::admission::Admission;
 use crate::decision::Remaining;
 use crate::http::{
-    is_grpc, Answer, Caller, Quota, RequestId, RouteEntry, RATELIMIT, RATELIMIT_POLICY,
+    is_grpc, Answer, Caller, Policy, Quota, RequestId, RouteEntry, RATELIMIT, RATELIMIT_POLICY,
     X_REQUEST_ID,
 };
 
 /// What an admitted response gets on its way out: computed in `call`, written when the inner
-/// service answers. Small (a pointer, the caller's remaining tokens where the profile opts in,
-/// and a pointer to what the layer's options add), so that moving it with the response future
-/// through an axum router's stack of futures costs a few register moves, not a `memcpy`.
+/// service answers. Small (40 bytes: a pointer to the route's interned policy, the caller's
+/// remaining tokens where the profile opts in, and a pointer to what the layer's options add),
+/// so that moving it with the response future through an axum router's stack of futures costs
+/// a few register moves, not a `memcpy`.
 pub(super) struct Stamp {
-    /// `RateLimit-Policy`: the route's interned value (its clone copies a pointer).
-    policy: &'static HeaderValue,
-    /// The caller's own remaining tokens, for `RateLimit`, where the profile opts in.
-    /// (With each bucket's `t`, computed in `call`: no allocation until the header is written.)
-    remaining: Option<Quota>,
+    /// `RateLimit-Policy` (its clone copies a pointer) and the limits `RateLimit`'s `t` is
+    /// computed from.
+    policy: &'static Policy,
+    /// The caller's own remaining tokens, for `RateLimit`, where the profile opts in (their
+    /// `t` is computed when the header is written).
+    remaining: Option<Remaining>,
     /// What the layer's options add, built only where one of them is on.
     extra: Option<Box<Extra>>,
 }
+
+// The size the doc above promises, kept by the compiler (on 64-bit targets; less elsewhere).
+const _: () = assert!(core::mem::size_of::<Stamp>() <= 40);
 
 /// What an admitted response gets from the layer's options (all off by default; each of them
 /// allocates per request anyway, for its header values or its extension).
@@ -124,7 +129,7 @@ impl Stamp {
     ) -> Stamp {
         Stamp {
             policy: entry.interned_policy(),
-            remaining: remaining.map(|r| Quota::new(r, entry.limits())),
+            remaining,
             extra,
         }
     }
@@ -132,12 +137,13 @@ impl Stamp {
     #[inline]
     fn write<B>(self, response: &mut Response<B>) {
         let headers = response.headers_mut();
-        headers.insert(RATELIMIT_POLICY, self.policy.clone());
-        if let Some(q) = self.remaining {
+        headers.insert(RATELIMIT_POLICY, self.policy.header.clone());
+        let quota = self.remaining.map(|r| Quota::new(r, &self.policy.limits));
+        if let Some(q) = &quota {
             headers.insert(RATELIMIT, q.header());
         }
         if let Some(extra) = self.extra {
-            (*extra).write(self.remaining, response);
+            (*extra).write(quota, response);
         }
     }
 }
@@ -205,11 +211,14 @@ where
         match self.project().kind.project() {
             KindProj::PassThrough { inner } => inner.poll(cx),
             KindProj::Admitted { inner, stamp } => {
-                let mut response = ready!(inner.poll(cx))?;
-                if let Some(stamp) = stamp.take() {
-                    stamp.write(&mut response);
+                // Stamped where it lies: the response is not moved out of the `Poll` and back.
+                let mut polled = inner.poll(cx);
+                if let Poll::Ready(Ok(response)) = &mut polled {
+                    if let Some(stamp) = stamp.take() {
+                        stamp.write(response);
+                    }
                 }
-                Poll::Ready(Ok(response))
+                polled
             }
             KindProj::Refused { response } => Poll::Ready(Ok(response
                 .take()

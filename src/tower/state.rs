@@ -100,12 +100,12 @@ impl<A: Admission, X> LayerState<A, X> {
         let cached = CACHE.try_with(|cache| {
             // Busy only if `f` itself went through a layer on this thread: use the shared copy.
             let mut cache = cache.try_borrow_mut().ok()?;
-            let hit = cache
-                .iter()
-                .position(|e| matches!(e, Some((id, g, _)) if *id == self.id && *g == generation));
-            let i = match hit {
-                Some(i) => i,
-                None => self.refill(&mut cache, generation),
+            // Most often this layer's routes are the first entry (a thread serving one layer).
+            let first = matches!(&cache[0], Some((id, g, _)) if *id == self.id && *g == generation);
+            let i = if first {
+                0
+            } else {
+                self.find_or_refill(&mut cache, generation)
             };
             let compiled = &cache[i].as_ref()?.2;
             let f = f.take()?;
@@ -116,6 +116,16 @@ impl<A: Admission, X> LayerState<A, X> {
             (_, Some(f)) => f(&self.shared(Some(generation))),
             (_, None) => unreachable!("`f` ran only if the cache answered"),
         }
+    }
+
+    /// The place of this layer's routes for `generation` in the thread's cache, after the
+    /// first: found, or put there.
+    #[cold]
+    fn find_or_refill(&self, cache: &mut Cache, generation: u64) -> usize {
+        let hit = cache
+            .iter()
+            .position(|e| matches!(e, Some((id, g, _)) if *id == self.id && *g == generation));
+        hit.unwrap_or_else(|| self.refill(cache, generation))
     }
 
     /// Puts this layer's routes for `generation` in the thread's cache; returns their place.
