@@ -321,13 +321,13 @@ impl Limiter {
             .table
             .update_stamped(digest, &partition, now, stamp, |stored, tag| {
                 let Ok(stored) = self.in_epoch(cfg, class, stored, tag) else {
-                    return Apply::Keep(Err(Refusal::Stale));
+                    return Apply::Keep(Err(None));
                 };
                 // A refusal writes nothing, after a reload too (a word of an older epoch is left
                 // as it is: its conversion does not depend on when it is made).
                 match limits.charge(stored, now, cost) {
                     Ok(next) => Apply::Write(next, Ok(next.burst)),
-                    Err(short) => Apply::Keep(Err(Refusal::Decided(short.throttle()))),
+                    Err(short) => Apply::Keep(Err(Some(short))),
                 }
             });
         let receipt = |capacity| Receipt {
@@ -357,7 +357,9 @@ impl Limiter {
                     }
                 },
             },
-            Ok(Err(refusal)) => Err(refusal),
+            Ok(Err(Some(short))) => Err(short.throttle().into()),
+            // A newer profile was published (`Limiter::in_epoch`).
+            Ok(Err(None)) => Err(Refusal::Stale),
             // No slot: fail closed. No wait is given, since when a slot frees depends on other
             // callers' buckets.
             Err(_) => Err(Decision::Unavailable {

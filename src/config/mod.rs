@@ -131,6 +131,7 @@ impl Config {
     /// restored slot): then each bucket takes the largest debt any class would give, which
     /// never grants.
     #[cold]
+    #[inline(never)]
     pub(crate) fn convert(&self, class: Option<usize>, tats: Tats, tag: Tag) -> Tats {
         let back = (self.epoch as usize + EPOCHS - tag.index()) % EPOCHS;
         let mut tats = tats;
