@@ -13,15 +13,25 @@
 //! `max(tat, now) + n * t <= now + tau`, so a cost of more than `tokens` (`n * t > tau`) never
 //! fits, and is refused apart ([`Limits::cost`]) instead of with a wait that would never come.
 //! The bound above holds with admissions counted in tokens.
+//!
+//! A reload carries debt over in tokens ([`Rate::convert`]): what a bucket owes at the reload's
+//! instant, `tat - at` ns of the old emission interval, is owed in the same number of tokens
+//! of the new one, rounded up to a whole nanosecond (never down: a conversion never grants).
 
 use core::time::Duration;
 
 use crate::decision::{BucketKind, Decision};
 
-// The bounds the profile's scalars enforce. Times are kept as 60-bit nanoseconds (see
-// `table`), and a TAT never runs more than one `tau` (of the profile that charged it, at most
-// `MAX_PERIOD_NANOS` plus one token's rounding) ahead of the clock.
+// The bounds the profile's scalars enforce. Times are kept as 59-bit nanoseconds (see
+// `table`), and a charge never moves a TAT more than one `tau` (of the profile that charged it,
+// at most `MAX_PERIOD_NANOS` plus one token's rounding) ahead of the clock; a reload's
+// conversion at most `DEBT_CAP`.
 use crate::profile::{MAX_PERIOD_NANOS, MAX_TOKENS};
+
+/// The most a conversion leaves a bucket owing, in ns (2^56, 2.28 years): the state word has
+/// room for this much debt ahead of the clock. Above every bucket's `tau` (a year and 4.3 s
+/// at most), so only a conversion from a fast class to one of a token in months can reach it.
+pub(crate) const DEBT_CAP: u64 = 1 << 56;
 
 /// One bucket's rate, in the integers the hot path uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -65,6 +75,20 @@ impl Rate {
         }
     }
 
+    /// The TAT under `to` of a bucket at `tat` under this rate, a reload to `to` taking effect
+    /// at `at`: the debt at `at`, `tat - at` ns, is `(tat - at) / t` tokens, owed under `to` as
+    /// `ceil((tat - at) * to.t / t)` ns, capped at [`DEBT_CAP`]. A bucket full at `at`
+    /// (`tat <= at`) owes nothing under any rate and is kept as it is.
+    #[inline]
+    pub(crate) fn convert(self, to: Rate, tat: u64, at: u64) -> u64 {
+        if tat <= at || self.t == to.t {
+            return tat;
+        }
+        let debt = u128::from(tat - at) * u128::from(to.t);
+        let debt = debt.div_ceil(u128::from(self.t)).min(u128::from(DEBT_CAP));
+        at + debt as u64
+    }
+
     /// Whole tokens left at `now` in a bucket at `tat`.
     #[inline]
     pub(crate) fn remaining(self, tat: u64, now: u64) -> u64 {
@@ -98,6 +122,17 @@ impl Cost {
 pub(crate) struct Limits {
     pub(crate) burst: Rate,
     pub(crate) sustained: Rate,
+}
+
+impl Limits {
+    /// Both TATs converted to `to` as of `at` ([`Rate::convert`]).
+    #[inline]
+    pub(crate) fn convert(self, to: Limits, tats: Tats, at: u64) -> Tats {
+        Tats {
+            burst: self.burst.convert(to.burst, tats.burst, at),
+            sustained: self.sustained.convert(to.sustained, tats.sustained, at),
+        }
+    }
 }
 
 /// The TATs of an identity's two buckets.
@@ -335,6 +370,29 @@ mod tests {
             })
         );
         assert!(l.charge(charged, 1_500, l.cost(3).unwrap()).is_ok());
+    }
+
+    /// The counter-example of break B1's remainder in tokens: 100 admitted under 100/1s
+    /// (t = 10 ms) owe 1 s, which under 100/10s (t = 100 ms) is the same 100 tokens, 10 s.
+    #[test]
+    fn convert_carries_tokens_rounded_up_and_capped() {
+        let (a, b) = (
+            Rate::new(100, 1_000_000_000),
+            Rate::new(100, 10_000_000_000),
+        );
+        assert_eq!(a.convert(b, 1_000_000_000, 0), 10_000_000_000);
+        assert_eq!(b.convert(a, 10_000_000_000, 0), 1_000_000_000);
+        // As of the reload's instant: 500 ms after the admissions, half the debt is left.
+        assert_eq!(a.convert(b, 1_000_000_000, 500_000_000), 5_500_000_000);
+        // Full at `at`: kept as it is, whatever the rates.
+        assert_eq!(a.convert(b, 400, 500), 400);
+        // Rounded up, never down: 1 ns of t = 3 is a third of a token, 1 ns of t = 2.
+        let (three, two) = (Rate::new(1, 3), Rate::new(1, 2));
+        assert_eq!(three.convert(two, 101, 100), 101);
+        assert_eq!(two.convert(three, 101, 100), 102);
+        // A token a year owed by a bucket of u32::MAX tokens a second: capped.
+        let (fast, slow) = (Rate::new(MAX_TOKENS, 1), Rate::new(1, MAX_PERIOD_NANOS));
+        assert_eq!(fast.convert(slow, 1 << 40, 0), DEBT_CAP);
     }
 
     /// Both buckets short: the wait is the longer one's and names it; a tie names `Sustained`.

@@ -101,6 +101,7 @@ impl Engine {
 
     /// Swaps in `profile` (see `Limiter::reload` for the rules), or refuses it and keeps the
     /// old one in force.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
         self.reload_as(profile, None)
     }
@@ -108,17 +109,30 @@ impl Engine {
     /// [`Engine::reload`], marking the new profile as the fleet's `version` (Redis backend):
     /// the version is part of the same snapshot as the limits, so the discovery document
     /// never shows one profile's limits under another's version.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) fn reload_as(
         &self,
         profile: Profile,
         version: Option<u64>,
     ) -> Result<(), ProfileError> {
+        self.reload_with(profile, version, |_, _| {})
+    }
+
+    /// [`Engine::reload_as`], calling `prepare(old, new)` under the reload lock once the new
+    /// config is built and before it is published: the embedded backend re-tags its table
+    /// there and sets the instant the new profile takes effect.
+    pub(crate) fn reload_with(
+        &self,
+        profile: Profile,
+        version: Option<u64>,
+        prepare: impl FnOnce(&Config, &mut Config),
+    ) -> Result<(), ProfileError> {
         let _one_at_a_time = self.reload_lock.lock();
-        let mut new = self
-            .config
-            .load()
-            .reload(profile, &self.hasher, self.per_tenant)?;
+        let old = self.config.load();
+        let mut new = old.reload(profile, &self.hasher, self.per_tenant)?;
         new.published.profile_version = version;
+        prepare(&old, &mut new);
+        drop(old);
         self.config.store(new);
         Ok(())
     }

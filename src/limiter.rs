@@ -13,7 +13,7 @@ use crate::identity::{Digest, Key, RouteClass};
 use crate::profile::{Profile, ProfileError};
 use crate::published::PublishedLimits;
 use crate::snapshot::WallClock;
-use crate::table::{Apply, Table, MAX_NOW};
+use crate::table::{Apply, Stamp, Table, Tag, EPOCHS, MAX_NOW};
 
 mod builder;
 
@@ -69,10 +69,32 @@ pub struct Refused {
 struct Receipt {
     digest: Digest,
     tenant: Digest,
-    cost: Cost,
+    /// The route class and the tokens charged: given back in the emission intervals of the
+    /// epoch the state word is in by then (a reload may have come between).
+    class: usize,
+    tokens: u64,
     slots: u64,
     capacity: Option<Taken>,
 }
+
+/// A charge's refusal, or the news that a newer profile was published since the config the
+/// decision holds (the state word may be counted in it): decide again under the newest.
+#[derive(Clone, Copy, Debug)]
+enum Refusal {
+    Decided(Decision),
+    Stale,
+}
+
+impl From<Decision> for Refusal {
+    #[inline]
+    fn from(d: Decision) -> Refusal {
+        Refusal::Decided(d)
+    }
+}
+
+/// A newer profile than the decision's was published (see [`Refusal::Stale`]).
+#[derive(Clone, Copy, Debug)]
+struct Stale;
 
 impl Limiter {
     /// The handle of a route class, or `None` if the profile has no such class. Handles stay
@@ -128,13 +150,22 @@ impl Limiter {
     pub fn evaluate_n(&self, key: &Key<'_>, n: u32) -> Verdict {
         let raw = self.clock.raw();
         let cfg = self.engine.config.get();
+        self.decide_n(&cfg, key, n, raw)
+    }
+
+    /// [`Limiter::evaluate_n`] on `cfg` and the clock reading `raw`.
+    fn decide_n(&self, cfg: &Config, key: &Key<'_>, n: u32, raw: u64) -> Verdict {
         let now = self.nanos_since_epoch(raw);
         let class = cfg.class(key.class);
-        let computed = match self.charge_n(&cfg, key, n, now) {
+        let computed = match self.charge_n(cfg, key, n, now) {
             Ok(_) => Decision::Admit,
-            Err(refused) => refused,
+            Err(Refusal::Decided(refused)) => refused,
+            Err(Refusal::Stale) => {
+                let raw = self.clock.raw();
+                return self.decide_n(&self.engine.config.load(), key, n, raw);
+            }
         };
-        self.engine.conclude(&cfg, class.shadow, key, computed, now)
+        self.engine.conclude(cfg, class.shadow, key, computed, now)
     }
 
     /// Admits every `(key, n)` of `items` (as [`Limiter::admit_n`], in order), or none: at the
@@ -165,26 +196,55 @@ impl Limiter {
     ) -> Result<(), Refused> {
         let raw = self.clock.raw();
         let cfg = self.engine.config.get();
+        match self.admit_all_on(&cfg, raw, items, receipts) {
+            Ok(result) => result,
+            Err(Stale) => loop {
+                let raw = self.clock.raw();
+                if let Ok(result) =
+                    self.admit_all_on(&self.engine.config.load(), raw, items, receipts)
+                {
+                    return result;
+                }
+            },
+        }
+    }
+
+    /// [`Limiter::admit_all_into`] on `cfg` and the clock reading `raw`; `Err(Stale)`, with
+    /// everything charged given back, if a newer profile was published meanwhile (metrics
+    /// then count the items decided before it twice, once per try).
+    fn admit_all_on(
+        &self,
+        cfg: &Config,
+        raw: u64,
+        items: &[(Key<'_>, u32)],
+        receipts: &mut [Option<Receipt>],
+    ) -> Result<Result<(), Refused>, Stale> {
         let now = self.nanos_since_epoch(raw);
         for (index, (key, n)) in items.iter().enumerate() {
             let class = cfg.class(key.class);
-            let (receipt, computed) = match self.charge_n(&cfg, key, *n, now) {
+            let (receipt, computed) = match self.charge_n(cfg, key, *n, now) {
                 Ok(receipt) => (receipt, Decision::Admit),
-                Err(refused) => (None, refused),
+                Err(Refusal::Decided(refused)) => (None, refused),
+                Err(Refusal::Stale) => {
+                    for r in receipts[..index].iter().flatten() {
+                        self.give_back(cfg, *r);
+                    }
+                    return Err(Stale);
+                }
             };
-            let verdict = self.engine.conclude(&cfg, class.shadow, key, computed, now);
+            let verdict = self.engine.conclude(cfg, class.shadow, key, computed, now);
             receipts[index] = receipt;
             if !verdict.decision.is_admit() {
                 for r in receipts[..index].iter().flatten() {
-                    self.give_back(&cfg, *r);
+                    self.give_back(cfg, *r);
                 }
-                return Err(Refused {
+                return Ok(Err(Refused {
                     index,
                     decision: verdict.decision,
-                });
+                }));
             }
         }
-        Ok(())
+        Ok(Ok(()))
     }
 
     /// The decision against this limiter's table, charged if admitted, concluded by the engine.
@@ -194,9 +254,20 @@ impl Limiter {
         let now = self.nanos_since_epoch(raw);
         let computed = match self.charge(cfg, key, class.limits.unit(), 1, now) {
             Ok(_) => Decision::Admit,
-            Err(refused) => refused,
+            Err(Refusal::Decided(refused)) => refused,
+            Err(Refusal::Stale) => return self.decide_again(key),
         };
         self.engine.conclude(cfg, class.shadow, key, computed, now)
+    }
+
+    /// [`Limiter::decide`] under the newest profile, on a fresh clock reading (one taken after
+    /// the new profile took effect), when a reload came between the first try's config and
+    /// its state word.
+    #[cold]
+    #[inline(never)]
+    fn decide_again(&self, key: &Key<'_>) -> Verdict {
+        let raw = self.clock.raw();
+        self.decide(&self.engine.config.load(), key, raw)
     }
 
     /// [`Limiter::charge`] of `n` tokens and slots: `None` for `n = 0` (checked only, nothing
@@ -207,12 +278,13 @@ impl Limiter {
         key: &Key<'_>,
         n: u32,
         now: u64,
-    ) -> Result<Option<Receipt>, Decision> {
+    ) -> Result<Option<Receipt>, Refusal> {
         let limits = cfg.class(key.class).limits;
         if n == 0 {
             return match self.check(cfg, key, now) {
-                Decision::Admit => Ok(None),
-                refused => Err(refused),
+                Ok(Decision::Admit) => Ok(None),
+                Ok(refused) => Err(refused.into()),
+                Err(Stale) => Err(Refusal::Stale),
             };
         }
         let cost = limits
@@ -231,26 +303,38 @@ impl Limiter {
         cost: Cost,
         slots: u64,
         now: u64,
-    ) -> Result<Receipt, Decision> {
+    ) -> Result<Receipt, Refusal> {
         let limits = cfg.class(key.class).limits;
         let (digest, tenant) = self.engine.hasher.digests(key);
+        let class = key.class.index() as usize;
         // Consulted only if the identity must claim a slot (the cold path).
         let partition = Partition {
             tenants: &self.tenants,
             caps: &cfg.identity_caps,
             tenant,
         };
-        let charged = self.table.update(digest, &partition, now, |stored| {
-            // A refusal writes nothing, after a reload too: the stored TATs are kept as they are.
-            match limits.charge(stored, now, cost) {
-                Ok(next) => Apply::Write(next, Ok(next.burst)),
-                Err(short) => Apply::Keep(Err(short)),
-            }
-        });
+        let stamp = Stamp {
+            tag: cfg.tag(),
+            class: Some(class),
+        };
+        let charged = self
+            .table
+            .update_stamped(digest, &partition, now, stamp, |stored, tag| {
+                let Ok(stored) = self.in_epoch(cfg, class, stored, tag) else {
+                    return Apply::Keep(Err(None));
+                };
+                // A refusal writes nothing, after a reload too (a word of an older epoch is left
+                // as it is: its conversion does not depend on when it is made).
+                match limits.charge(stored, now, cost) {
+                    Ok(next) => Apply::Write(next, Ok(next.burst)),
+                    Err(short) => Apply::Keep(Err(Some(short))),
+                }
+            });
         let receipt = |capacity| Receipt {
             digest,
             tenant,
-            cost,
+            class,
+            tokens: slots,
             slots,
             capacity,
         };
@@ -268,68 +352,127 @@ impl Limiter {
                 Some(cap) => match cap.take(&self.tenants, tenant, key, now, slots) {
                     Ok(taken) => admitted(burst, Some(taken)),
                     Err(refused) => {
-                        self.refund(digest, cost);
-                        Err(refused)
+                        self.refund(cfg, &receipt(None));
+                        Err(refused.into())
                     }
                 },
             },
-            Ok(Err(short)) => Err(short.throttle()),
+            Ok(Err(Some(short))) => Err(short.throttle().into()),
+            // A newer profile was published (`Limiter::in_epoch`).
+            Ok(Err(None)) => Err(Refusal::Stale),
             // No slot: fail closed. No wait is given, since when a slot frees depends on other
             // callers' buckets.
             Err(_) => Err(Decision::Unavailable {
                 retry_after: None,
                 cause: Cause::TableFull,
-            }),
+            }
+            .into()),
+        }
+    }
+
+    /// A state word's TATs counted in `cfg`'s epoch (converted from an older one if the word
+    /// is tagged with it), or [`Stale`] if a profile newer than `cfg` was published: the word
+    /// may be counted in that one. The hot path: one load of the generation (a line only a
+    /// reload writes, just read by `ConfigCell::get`), two compares.
+    #[inline]
+    fn in_epoch(&self, cfg: &Config, class: usize, tats: Tats, tag: Tag) -> Result<Tats, Stale> {
+        if self.engine.config.latest() > cfg.epoch {
+            return Err(Stale);
+        }
+        if tag == cfg.tag() {
+            Ok(tats)
+        } else {
+            Ok(cfg.convert(Some(class), tats, tag))
+        }
+    }
+
+    /// The caller's TATs counted in `cfg`'s epoch, reading nothing but its slot (full at `now`
+    /// if it has none).
+    fn view(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Result<Tats, Stale> {
+        let class = key.class.index() as usize;
+        match self.table.peek_stamped(self.engine.hasher.digests(key).0) {
+            None => Ok(Tats::full(now)),
+            Some((tats, tag)) => self.in_epoch(cfg, class, tats, tag),
         }
     }
 
     /// What a charge of one token would answer at `now`, charging nothing (and claiming no
     /// slot: a caller with none has full buckets).
-    fn check(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Decision {
+    fn check(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Result<Decision, Stale> {
         let limits = cfg.class(key.class).limits;
-        let (digest, tenant) = self.engine.hasher.digests(key);
-        let tats = self.table.peek(digest).unwrap_or(Tats::full(now));
-        match limits.charge(tats, now, limits.unit()) {
+        let tats = self.view(cfg, key, now)?;
+        Ok(match limits.charge(tats, now, limits.unit()) {
             Err(short) => short.throttle(),
             Ok(_) => match &cfg.capacity {
                 None => Decision::Admit,
                 Some(cap) => cap
-                    .peek(&self.tenants, tenant, key, now)
+                    .peek(&self.tenants, self.engine.hasher.digests(key).1, key, now)
                     .err()
                     .unwrap_or(Decision::Admit),
             },
-        }
+        })
     }
 
     /// What [`Limiter::admit`] would answer now, charging nothing.
     pub fn peek(&self, key: &Key<'_>) -> Decision {
-        let cfg = self.engine.config.load();
-        let class = cfg.class(key.class);
-        Verdict::of(class.shadow, self.check(&cfg, key, self.now())).decision
+        loop {
+            let cfg = self.engine.config.load();
+            let class = cfg.class(key.class);
+            if let Ok(d) = self.check(&cfg, key, self.now()) {
+                return Verdict::of(class.shadow, d).decision;
+            }
+        }
     }
 
     /// Swaps in a new profile without losing any bucket state. The new limits apply from the
-    /// next decision; each bucket's state (the instant it is full again) is kept exactly as it
-    /// is, with no clamp: a full bucket stays full, and a debt carries over in full. A caller
-    /// who emptied a large bucket waits that debt out under a smaller one (`Retry-After` says
-    /// exactly how long) instead of having it forgiven, so no sequence of reloads hands out a
-    /// token twice. Shard counts in the current window carry over unless the number of shards
-    /// or the window changes.
+    /// next decision; each bucket's debt (what it owes until it is full again) carries over in
+    /// **tokens**, never clamped: a full bucket stays full, and a caller who took `d` tokens
+    /// more than have refilled still owes `d` tokens under the new limits, at the new bucket's
+    /// emission interval (rounded up to a whole nanosecond, so a reload never grants). A caller
+    /// who emptied a large bucket waits that debt out under a smaller or slower one
+    /// (`Retry-After` says exactly how long), so no sequence of reloads hands out a token
+    /// twice. This is bucket4j's `TokensInheritanceStrategy::AS_IS` applied to the tokens
+    /// *owed* rather than the tokens available: available tokens would have to be cut to a
+    /// smaller bucket (and a round trip then forgives the cut), and a full bucket would not
+    /// stay full under a larger one, where a new identity starts full. Shard counts in the
+    /// current window carry over unless the number of shards or the window changes.
     ///
-    /// The bound, over any interval `[t0, t1]` and any reloads in it: each admission costs its
-    /// bucket's emission interval `t = ceil(per / tokens)` under the profile that decided it,
-    /// and those costs add up to at most `(t1 - t0) + tau_max`, `tau_max` the largest bucket
-    /// (`t * tokens`) among the profiles that decided them. Profiles with the same rate
-    /// (100/1s and 200/2s) thus admit at most `tokens_max + (t1 - t0) * rate` between them,
-    /// what the larger alone would; when the rates differ, debt is counted in time, not tokens
-    /// (100 admissions under 100/1s owe 1 s, which 100/2s counts as 50 tokens).
+    /// The bound, over any interval `[t0, t1]` and any reloads in it: each bucket admits at most
+    /// `tokens_max + floor((t1 - t0) / t_min)` tokens, where `tokens_max` is the largest
+    /// bucket and `t_min = min ceil(per / tokens)` the shortest emission interval among the
+    /// profiles in force at some instant of `[t0, t1]`: no more than the most generous of
+    /// them would have admitted alone. (Proof: the tokens owed, `(tat - now) / t` under the
+    /// profile in force, grow by one per token admitted, never shrink at a reload, shrink by at
+    /// most `(t1 - t0) / t_min` in between, and are at most `tokens_max` right after an
+    /// admission.) A reload takes effect at the clock reading it takes just before publishing
+    /// the profile, and debts are converted as of that instant; a decision whose clock reading
+    /// and profile fall on either side of it (nanoseconds apart) is decided by the profile it
+    /// read, at its reading, which the bound then counts among those in force. One
+    /// exception: a debt that would be owed for more than 2^56 ns (2.28 years) under the new
+    /// limits is capped there (a class taken from hundreds of tokens a second to one token a
+    /// month); a later reload back to a fast class then owes only the capped amount.
     ///
+    /// How: the state word records which of the last four profiles its TATs are counted in,
+    /// and a decision under another profile converts them first (lazily, on its own CAS); a
+    /// reload whose number would reuse the tag of a word still in the table converts that word
+    /// first, in one pass over the table while admits go on (`IMPLEMENTATION.md`).
     ///
     /// Refused, with the old profile left in force: a profile that drops a route class (callers
     /// may hold its handle), changes `identities.capacity` (the table is allocated once: build a
     /// new limiter) or changes the anonymous prefixes (they are part of anonymous identities).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
-        self.engine.reload(profile)
+        self.engine.reload_with(profile, None, |old, new| {
+            // The new epoch's tag is that of the epoch three before `old`: words still counted
+            // in that one are converted to `old`'s before the tag means the new epoch.
+            if new.epoch >= EPOCHS as u64 {
+                let reused = new.tag();
+                self.table.retag(reused, old.tag(), |tats, class| {
+                    old.convert(class, tats, reused)
+                });
+            }
+            // Read last, just before the publish: debts are converted as of this instant.
+            new.take_effect(self.now());
+        })
     }
 
     /// The effective limits as a discovery document (serve it as JSON, e.g. at
@@ -369,32 +512,47 @@ impl Limiter {
     /// The caller's own tokens left in each bucket, charging nothing (for the `RateLimit`
     /// header, when the profile opts in to exposing it).
     pub fn remaining(&self, key: &Key<'_>) -> Remaining {
-        let cfg = self.engine.config.load();
-        let limits = cfg.class(key.class).limits;
-        let now = self.now();
-        let tats = self
-            .table
-            .peek(self.engine.hasher.digests(key).0)
-            .unwrap_or(Tats::full(now));
-        Remaining {
-            burst: limits.burst.remaining(tats.burst, now),
-            sustained: limits.sustained.remaining(tats.sustained, now),
+        loop {
+            let cfg = self.engine.config.load();
+            let limits = cfg.class(key.class).limits;
+            let now = self.now();
+            if let Ok(tats) = self.view(&cfg, key, now) {
+                return Remaining {
+                    burst: limits.burst.remaining(tats.burst, now),
+                    sustained: limits.sustained.remaining(tats.sustained, now),
+                };
+            }
         }
     }
 
     /// Gives back the tokens a charge took when capacity (or a later item of `admit_all`) then
-    /// refused (see `Limits::refund`). An identity reclaimed meanwhile was full: there is
-    /// nothing to give back.
+    /// refused (see `Limits::refund`), in the emission intervals of the epoch the word is
+    /// counted in by then (the word converted to it first). An identity reclaimed meanwhile
+    /// was full: there is nothing to give back.
     #[cold]
-    fn refund(&self, digest: Digest, cost: Cost) {
-        self.table
-            .update_existing(digest, |t| Apply::Write(cost.refund(t), ()));
+    fn refund(&self, cfg: &Config, r: &Receipt) {
+        let limits = cfg.classes[r.class].limits;
+        let cost = Cost {
+            burst: r.tokens.saturating_mul(limits.burst.t),
+            sustained: r.tokens.saturating_mul(limits.sustained.t),
+        };
+        let stale = self
+            .table
+            .update_existing_stamped(r.digest, cfg.tag(), |tats, tag| {
+                match self.in_epoch(cfg, r.class, tats, tag) {
+                    Ok(tats) => Apply::Write(cost.refund(tats), false),
+                    Err(Stale) => Apply::Keep(true),
+                }
+            });
+        if stale == Some(true) {
+            self.refund(&self.engine.config.load(), r);
+        }
     }
 
     /// Gives back everything one charge took: its tokens and its shared-capacity slots.
     #[cold]
     fn give_back(&self, cfg: &Config, r: Receipt) {
-        self.refund(r.digest, r.cost);
+        self.refund(cfg, &r);
         if let (Some(cap), Some(taken)) = (&cfg.capacity, r.capacity) {
             cap.give_back(&self.tenants, r.tenant, taken, r.slots);
         }

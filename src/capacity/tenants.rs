@@ -6,7 +6,7 @@
 //!
 //! ```text
 //!  burst TAT field:      the end of the window the tenant's admissions are counted in
-//!  sustained TAT field:  held (36 bits) << 24 | admissions in that window (24 bits)
+//!  sustained TAT field:  held (35 bits) << 24 | admissions in that window (24 bits)
 //! ```
 //!
 //! `held` is the number of identity-table slots that record the tenant as their partition
@@ -21,9 +21,10 @@ use crate::table::{Apply, Claimer, Kind, Table, Unpartitioned};
 
 const COUNT_BITS: u32 = 24;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
-// A window's admissions fit in the count, a table's slots in `held` (60 - 24 = 36 bits).
+// A window's admissions fit in the count, a table's slots in `held` (59 - 24 = 35 bits:
+// the state word's TAT field, `table/state.rs`).
 const _: () = assert!(crate::profile::MAX_SLOTS_PER_WINDOW <= COUNT_MASK);
-const _: () = assert!(crate::profile::MAX_CAPACITY < 1 << (60 - COUNT_BITS));
+const _: () = assert!(crate::profile::MAX_CAPACITY < 1 << (59 - COUNT_BITS));
 
 /// One tenant's entry, unpacked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

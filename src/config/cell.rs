@@ -114,11 +114,24 @@ impl ConfigCell {
         self.current.load_full()
     }
 
-    /// Installs a new config (the caller serialises reloads).
+    /// Installs a new config (the caller serialises reloads, and numbers the config's `epoch`
+    /// as the generation after this store).
     pub(crate) fn store(&self, config: Config) {
+        debug_assert_eq!(config.epoch, self.generation.load(Ordering::Relaxed) + 1);
         self.current.store(Arc::new(config));
-        // Release: a reader that sees the new generation then loads the new config.
-        self.generation.fetch_add(1, Ordering::Release);
+        // Release: a reader that sees the new generation then loads the new config. SeqCst:
+        // against a claim's SeqCst CAS and load of `latest` (see `table/retag.rs`).
+        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// The generation, read after a state word, by a decision that holds a config of epoch
+    /// `e`: a value above `e` means a newer profile was published, and the word may be counted
+    /// in it (its writer read that generation before writing it; Acquire on the word and here
+    /// make that visible). SeqCst: for the claim, see `table/retag.rs`; on x86-64 and AArch64
+    /// a SeqCst load is the same instruction as an Acquire one.
+    #[inline]
+    pub(crate) fn latest(&self) -> u64 {
+        self.generation.load(Ordering::SeqCst)
     }
 
     /// Bumped by every `store`: a reader that saw a value may keep what it derived from the

@@ -8,13 +8,14 @@
 use core::time::Duration;
 use std::sync::Arc;
 
-use crate::bucket::{Limits, Rate};
+use crate::bucket::{Limits, Rate, Tats};
 use crate::capacity::{CapacityConfig, IdentityCaps, ShardCounter};
 use crate::identity::{KeyHasher, RouteClass};
 use crate::profile::{Mode, Profile, ProfileError, RouteClassLimits};
 use crate::published::{
     PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,
 };
+use crate::table::{Tag, EPOCHS};
 
 mod cell;
 
@@ -26,6 +27,10 @@ pub(crate) use cell::ConfigCell;
 pub(crate) struct ClassConfig {
     pub(crate) name: Arc<str>,
     pub(crate) limits: Limits,
+    /// The class's limits under the last [`EPOCHS`] profiles, by their [`Tag`] (`limits` at
+    /// this config's own): what a word tagged with an older epoch is converted from. Epochs
+    /// before the class existed hold its first limits (no word of the class has them).
+    pub(crate) history: [Limits; EPOCHS],
     pub(crate) shadow: bool,
     /// An admission that leaves the burst's TAT more than this far ahead of the clock left
     /// less than `observability.near_limit` of the burst: it counts as near the limit.
@@ -39,6 +44,12 @@ pub(crate) struct ClassConfig {
 /// Everything a decision reads, for one profile.
 #[derive(Debug)]
 pub(crate) struct Config {
+    /// Reloads before this config: 0 for a new limiter. Equal to the config cell's generation
+    /// once this config is published.
+    pub(crate) epoch: u64,
+    /// By [`Tag`]: the instant (ns on the limiter's clock) each of the last [`EPOCHS`] profiles
+    /// took effect, as of which debts are converted to it (0 for the first).
+    pub(crate) since: [u64; EPOCHS],
     pub(crate) classes: Box<[ClassConfig]>,
     pub(crate) capacity: Option<CapacityConfig>,
     pub(crate) profile: Arc<Profile>,
@@ -107,6 +118,38 @@ impl Config {
         }
     }
 
+    /// This config's tag: what its decisions write into the state word.
+    #[inline]
+    pub(crate) fn tag(&self) -> Tag {
+        Tag::of(self.epoch)
+    }
+
+    /// `tats`, written under the epoch that `tag` names (one of this config's last
+    /// [`EPOCHS`]), converted to this config's epoch: step by step, each reload's conversion as
+    /// of the instant it took effect ([`Limits::convert`]), so the result does not depend on
+    /// when it is computed. `class` is the occupant's class, or `None` if it is not known (a
+    /// restored slot): then each bucket takes the largest debt any class would give, which
+    /// never grants.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn convert(&self, class: Option<usize>, tats: Tats, tag: Tag) -> Tats {
+        let back = (self.epoch as usize + EPOCHS - tag.index()) % EPOCHS;
+        let mut tats = tats;
+        for to in self.epoch.saturating_sub(back as u64) + 1..=self.epoch {
+            let (from, at) = (Tag::of(to - 1).index(), self.since[Tag::of(to).index()]);
+            let step =
+                |c: &ClassConfig| c.history[from].convert(c.history[Tag::of(to).index()], tats, at);
+            tats = match class.and_then(|c| self.classes.get(c)) {
+                Some(c) => step(c),
+                None => self.classes.iter().map(step).fold(tats, |a, b| Tats {
+                    burst: a.burst.max(b.burst),
+                    sustained: a.sustained.max(b.sustained),
+                }),
+            };
+        }
+        tats
+    }
+
     /// The configuration of a new limiter: classes in profile order. `per_tenant` registers
     /// per-tenant counters for the listed tenants (feature `metrics`).
     pub(crate) fn new(profile: Profile, hasher: &KeyHasher, per_tenant: bool) -> Config {
@@ -160,12 +203,28 @@ impl Config {
             }
         }
         let mut new = Config::with_order(profile, &order, hasher, per_tenant);
+        new.epoch = self.epoch + 1;
+        // Until the limiter sets it (`Config::take_effect`), as of the previous profile's.
+        new.since = self.since;
+        new.since[new.tag().index()] = self.since[self.tag().index()];
+        let tag = new.tag().index();
+        for (new, old) in new.classes.iter_mut().zip(self.classes.iter()) {
+            let limits = new.limits;
+            new.history = old.history;
+            new.history[tag] = limits;
+        }
         if let (Some(old), Some(new)) = (&self.capacity, &mut new.capacity) {
             if (old.shards, old.window_ns) == (new.shards, new.window_ns) {
                 new.counters = old.counters.clone();
             }
         }
         Ok(new)
+    }
+
+    /// The instant this config's profile takes effect: debts are converted to it as of `at`.
+    /// Set by the reload just before it publishes the config.
+    pub(crate) fn take_effect(&mut self, at: u64) {
+        self.since[self.tag().index()] = at;
     }
 
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
@@ -187,6 +246,7 @@ impl Config {
                     near_limit_debt: limits.burst.tau - near * limits.burst.t,
                     near_limit_tokens: near,
                     limits,
+                    history: [limits; EPOCHS],
                     shadow: l.mode.unwrap_or(profile.mode) == Mode::Shadow,
                 }
             })
@@ -237,6 +297,8 @@ impl Config {
                 .map(|(n, t)| (hasher.tenant_digest(Some(n)), t.weight.get())),
         );
         Config {
+            epoch: 0,
+            since: [0; EPOCHS],
             published: published(&profile, &classes),
             identity_caps,
             identities: profile.identities.capacity.get() as usize,

@@ -10,8 +10,8 @@ use super::error::{value_error, ProfileError};
 /// The most tokens a bucket may hold: a bucket's credit is `tokens` emission intervals, and
 /// this keeps every product of the bucket math inside 64 bits.
 pub const MAX_TOKENS: u64 = u32::MAX as u64;
-/// The longest period (366 days) in nanoseconds. The engine keeps times as 60-bit nanoseconds
-/// and a bucket's arrival time never runs more than one period ahead of the clock.
+/// The longest period (366 days) in nanoseconds. The engine keeps times as 59-bit nanoseconds
+/// and a bucket's arrival time never runs more than 2^56 ns (above a period) ahead of the clock.
 pub const MAX_PERIOD_NANOS: u64 = 366 * 24 * 3600 * 1_000_000_000;
 /// The most slots a shard may have per window: the count shares one word with the window id,
 /// in 24 bits.

@@ -27,8 +27,9 @@ pub(crate) const VERSION: u32 = 1;
 pub(crate) const END: u32 = u32::MAX;
 const _: () = assert!(crate::profile::MAX_CAPACITY < END as u64);
 /// The most a bucket can be owed: one full bucket of the largest profile (a TAT runs at most
-/// `tau < per + tokens` ahead of the clock, see `table/state.rs`).
-pub(crate) const MAX_DEBT: u64 = crate::profile::MAX_PERIOD_NANOS + crate::profile::MAX_TOKENS;
+/// `tau < per + tokens` ahead of the clock), or what a reload's conversion of a debt to a
+/// slower class leaves, at most `DEBT_CAP` (see `bucket.rs` and `table/state.rs`).
+pub(crate) const MAX_DEBT: u64 = crate::bucket::DEBT_CAP;
 
 /// What the header records.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,7 +10,7 @@ use crate::bucket::Tats;
 use crate::config;
 use crate::identity::Digest;
 use crate::limiter::{Builder, Limiter};
-use crate::table::Occupant;
+use crate::table::{Occupant, Tag};
 
 impl Builder {
     /// Builds the limiter with the state of a snapshot that [`Limiter::snapshot`] wrote (with
@@ -195,6 +195,10 @@ fn apply(l: &Limiter, r: &Record, now: u64, elapsed: u64, stats: &mut RestoreSta
                 burst: now + burst,
                 sustained: now + sustained,
             },
+            // A new limiter's epoch; the class is not in the format (a reload's re-tag then
+            // converts with the largest debt any class would give, `Config::convert`).
+            tag: Tag::of(0),
+            class: None,
         },
     );
     stats.restored += 1;

@@ -6,6 +6,7 @@ use std::io::{self, Write};
 use super::format::{Header, Output, Record};
 use super::SnapshotStats;
 use crate::limiter::Limiter;
+use crate::table::Occupant;
 
 impl Limiter {
     /// Writes the state of every identity whose buckets are not full to `writer` (format in
@@ -28,12 +29,29 @@ impl Limiter {
             classes: cfg.classes.iter().map(|c| c.name.to_string()).collect(),
             wall,
         };
-        drop(cfg);
+        let mut cfg = cfg;
         let mut out = Output::new(writer);
         out.header(&header)?;
         let mut identities = 0u64;
         for i in 0..self.table.capacity() {
-            let Some(o) = self.table.read_slot(i) else {
+            // The debts counted in the profile in force: a word of an older epoch is converted
+            // (so the format needs no epoch); one of a newer epoch than `cfg` (a reload during
+            // the snapshot, seen by the load of the generation after the word) is read again
+            // under the newer config.
+            let o = loop {
+                let Some(o) = self.table.read_slot(i) else {
+                    break None;
+                };
+                if self.engine.config.latest() > cfg.epoch {
+                    cfg = self.engine.config.load();
+                    continue;
+                }
+                break Some(Occupant {
+                    tats: cfg.convert(o.class, o.tats, o.tag),
+                    ..o
+                });
+            };
+            let Some(o) = o else {
                 continue;
             };
             if o.tats.is_full(reference) {

@@ -13,7 +13,7 @@
 //! then a never-used slot, then another partition's reclaimable slot (whose occupant, full but
 //! perhaps a light live caller, must then claim again).
 
-use super::{Kind, Slot, SlotState, Table, TableFull, WINDOW};
+use super::{Kind, Slot, SlotState, Stamp, Table, TableFull, Tag, WINDOW};
 use crate::bucket::Tats;
 use crate::identity::Digest;
 use crate::sync::{Ordering, SpinWait};
@@ -87,7 +87,8 @@ impl<K: Kind> Table<K> {
         home: usize,
         claimer: &impl Claimer,
         now: u64,
-        f: &mut impl FnMut(Tats) -> Apply<R>,
+        stamp: Stamp,
+        f: &mut impl FnMut(Tats, Tag) -> Apply<R>,
     ) -> Result<Claimed<R>, TableFull> {
         let spin = SpinWait::new();
         let own = claimer.partition();
@@ -98,11 +99,13 @@ impl<K: Kind> Table<K> {
                 Pick::Found(i, seen) => return Ok(Claimed::Found(i, seen)),
                 Pick::Wait => spin.snooze(),
                 Pick::Absent(None) => return Err(TableFull),
-                Pick::Absent(Some(c)) => match self.claim(d, (home, seq), c, claimer, now, f) {
-                    Attempt::Done(r) => return Ok(Claimed::Done(r)),
-                    Attempt::Retry => {}
-                    Attempt::Full => return Err(TableFull),
-                },
+                Pick::Absent(Some(c)) => {
+                    match self.claim(d, (home, seq), (c, stamp), claimer, now, f) {
+                        Attempt::Done(r) => return Ok(Claimed::Done(r)),
+                        Attempt::Retry => {}
+                        Attempt::Full => return Err(TableFull),
+                    }
+                }
             }
         }
     }
@@ -148,15 +151,16 @@ impl<K: Kind> Table<K> {
     }
 
     /// Claims the candidate slot for `d` (the home's claim counter read as `seq` before the
-    /// scan), settles the partitions' counts, commits the claim, applies `f` and publishes.
+    /// scan) with the word's epoch and the occupant's class from `stamp`, settles the
+    /// partitions' counts, commits the claim, applies `f` and publishes.
     fn claim<R>(
         &self,
         d: Digest,
         (home, seq): (usize, u64),
-        c: Candidate,
+        (c, stamp): (Candidate, Stamp),
         claimer: &impl Claimer,
         now: u64,
-        f: &mut impl FnMut(Tats) -> Apply<R>,
+        f: &mut impl FnMut(Tats, Tag) -> Apply<R>,
     ) -> Attempt<R> {
         let own = claimer.partition();
         // A slot that is not (or seemed not to be) our partition's costs one of our cap: a
@@ -166,15 +170,18 @@ impl<K: Kind> Table<K> {
             return Attempt::Full;
         }
         let slot: &Slot = &self.slots[c.i];
-        let busy = c.seen.claimed(K::fresh(now));
+        let busy = c.seen.claimed(K::fresh(now), stamp.tag);
         // Acquire on success: the digest stores below must not become visible before the word
         // is BUSY, or a reader could match the new digest against the old occupant's word; and
         // it reads the word the old occupant's claim published (or a CAS in its release
-        // sequence), so that claim's partition store is visible below. Failure Relaxed: we
-        // start over with fresh Acquire loads.
+        // sequence), so that claim's partition store is visible below. SeqCst on success, for
+        // the reload's re-tag (`retag.rs`): this CAS, then `f`'s SeqCst load of the config
+        // generation, against the reload's SeqCst generation bump, then its SeqCst load of
+        // this word; if `f` saw no newer profile, the re-tag sees this claim. Failure Relaxed:
+        // we start over with fresh Acquire loads.
         if slot
             .state
-            .compare_exchange(c.seen, busy, Ordering::Acquire, Ordering::Relaxed)
+            .compare_exchange(c.seen, busy, Ordering::SeqCst, Ordering::Relaxed)
             .is_err()
         {
             if reserved {
@@ -211,6 +218,7 @@ impl<K: Kind> Table<K> {
         debug_assert!(reserved || old == own);
         slot.set_digest(d);
         slot.set_partition(own);
+        slot.set_class(stamp.class);
         // AcqRel: Release publishes the digest to any later claimer of this home (it loads
         // `claims` with Acquire before scanning, and then finds our BUSY slot and waits);
         // Acquire orders us after the claim we saw committed.
@@ -236,7 +244,7 @@ impl<K: Kind> Table<K> {
                 .store(busy.published(busy.tats()), Ordering::Release);
             return Attempt::Retry;
         }
-        let (tats, r) = match f(busy.tats()) {
+        let (tats, r) = match f(busy.tats(), busy.tag()) {
             Apply::Write(tats, r) => (tats, r),
             Apply::Keep(r) => (busy.tats(), r),
         };

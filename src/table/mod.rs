@@ -5,7 +5,9 @@
 //!
 //! * An identity lives within [`WINDOW`] slots of its *home* (linear probing). A slot is never
 //!   emptied again once used, so a scan may stop at the first never-used slot.
-//! * The state word holds both buckets' TATs and a generation. An admit is one CAS on it.
+//! * The state word holds both buckets' TATs, the profile epoch they are counted in, and a
+//!   generation. An admit is one CAS on it; a reload re-tags the words of the epoch whose tag
+//!   it is about to reuse (`retag.rs`).
 //! * A slot whose buckets are both full may be reclaimed for another identity: the claimer CASes
 //!   the word to `BUSY` with the next generation, which makes every CAS prepared against the old
 //!   occupant fail (the ABA guard), writes the new digest, and publishes.
@@ -21,12 +23,13 @@
 
 mod claim;
 mod persist;
+mod retag;
 mod state;
 
 pub(crate) use claim::{Claimer, Unpartitioned};
 pub(crate) use persist::Occupant;
 
-pub(crate) use state::MAX_NOW;
+pub(crate) use state::{Tag, EPOCHS, MAX_NOW};
 
 use state::{AtomicSlotState, SlotState};
 
@@ -55,6 +58,9 @@ pub(crate) struct Slot {
     /// by a claim that lost its commit). Written only while the slot is `BUSY`, like the digest.
     partition_hi: AtomicU64,
     partition_lo: AtomicU64,
+    /// The occupant's route class plus one (0: not known, as for a restored slot), what a
+    /// reload's re-tag converts its TATs by. Written only while the slot is `BUSY`.
+    class: AtomicU64,
 }
 
 #[cfg(not(tollgate_loom))]
@@ -69,7 +75,19 @@ impl Slot {
             claims: AtomicU64::new(0),
             partition_hi: AtomicU64::new(0),
             partition_lo: AtomicU64::new(0),
+            class: AtomicU64::new(0),
         }
+    }
+
+    /// Relaxed, as [`Slot::partition`].
+    fn class(&self) -> Option<usize> {
+        (self.class.load(Ordering::Relaxed) as usize).checked_sub(1)
+    }
+
+    /// Relaxed, as [`Slot::set_digest`]: the caller holds the slot `BUSY`.
+    fn set_class(&self, class: Option<usize>) {
+        self.class
+            .store(class.map_or(0, |c| c as u64 + 1), Ordering::Relaxed);
     }
 
     /// Relaxed: only read after an Acquire load of `state` that saw the claim that wrote them
@@ -157,6 +175,22 @@ impl Kind for Identities {
     }
 }
 
+/// What an update writes besides the TATs: the epoch they are counted in and, for a claim,
+/// the occupant's class.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Stamp {
+    pub(crate) tag: Tag,
+    pub(crate) class: Option<usize>,
+}
+
+impl Stamp {
+    /// Tables that know no epochs (the tenants').
+    const NONE: Stamp = Stamp {
+        tag: Tag::of(0),
+        class: None,
+    };
+}
+
 /// What an update does with an identity's TATs.
 pub(crate) enum Apply<R> {
     /// Write these TATs (the request was admitted).
@@ -221,9 +255,14 @@ impl<K: Kind> Table<K> {
 
     /// The identity's TATs without changing anything (`None` if it has no slot).
     pub(crate) fn peek(&self, d: Digest) -> Option<Tats> {
+        self.peek_stamped(d).map(|(t, _)| t)
+    }
+
+    /// [`Table::peek`], with the epoch the TATs are counted in.
+    pub(crate) fn peek_stamped(&self, d: Digest) -> Option<(Tats, Tag)> {
         loop {
             match self.scan(d, self.home(d)) {
-                Scan::Found(_, s) => return Some(s.tats()),
+                Scan::Found(_, s) => return Some((s.tats(), s.tag())),
                 Scan::Absent => return None,
                 Scan::Wait => SpinWait::new().snooze(),
             }
@@ -241,6 +280,20 @@ impl<K: Kind> Table<K> {
         now: u64,
         mut f: impl FnMut(Tats) -> Apply<R>,
     ) -> Result<R, TableFull> {
+        self.update_stamped(d, claimer, now, Stamp::NONE, |t, _| f(t))
+    }
+
+    /// [`Table::update`] where `f` also sees the epoch the TATs are counted in, and writes
+    /// them counted in `stamp.tag` (a claim also records `stamp.class`).
+    #[inline]
+    pub(crate) fn update_stamped<R>(
+        &self,
+        d: Digest,
+        claimer: &impl Claimer,
+        now: u64,
+        stamp: Stamp,
+        mut f: impl FnMut(Tats, Tag) -> Apply<R>,
+    ) -> Result<R, TableFull> {
         let home = self.home(d);
         let spin = SpinWait::new();
         loop {
@@ -251,13 +304,13 @@ impl<K: Kind> Table<K> {
                     continue;
                 }
                 // A new identity (or a race): the claim path scans again under the counter.
-                Scan::Absent => match self.claim_path(d, home, claimer, now, &mut f)? {
+                Scan::Absent => match self.claim_path(d, home, claimer, now, stamp, &mut f)? {
                     claim::Claimed::Done(r) => return Ok(r),
                     claim::Claimed::Found(i, seen) => Some((i, seen)),
                 },
             };
             if let Some((i, seen)) = found {
-                if let Some(r) = self.cas_loop(&self.slots[i], seen, &mut f) {
+                if let Some(r) = self.cas_loop(&self.slots[i], seen, stamp.tag, &mut f) {
                     return Ok(r);
                 }
                 // The slot was reclaimed under us: the identity was full; look again.
@@ -272,12 +325,23 @@ impl<K: Kind> Table<K> {
         d: Digest,
         mut f: impl FnMut(Tats) -> Apply<R>,
     ) -> Option<R> {
+        self.update_existing_stamped(d, Stamp::NONE.tag, |t, _| f(t))
+    }
+
+    /// [`Table::update_existing`] where `f` also sees the epoch the TATs are counted in, and
+    /// writes them counted in `tag`.
+    pub(crate) fn update_existing_stamped<R>(
+        &self,
+        d: Digest,
+        tag: Tag,
+        mut f: impl FnMut(Tats, Tag) -> Apply<R>,
+    ) -> Option<R> {
         let home = self.home(d);
         let spin = SpinWait::new();
         loop {
             match self.scan(d, home) {
                 Scan::Found(i, seen) => {
-                    if let Some(r) = self.cas_loop(&self.slots[i], seen, &mut f) {
+                    if let Some(r) = self.cas_loop(&self.slots[i], seen, tag, &mut f) {
                         return Some(r);
                     }
                 }
@@ -293,10 +357,11 @@ impl<K: Kind> Table<K> {
         &self,
         slot: &Slot,
         mut seen: SlotState,
-        f: &mut impl FnMut(Tats) -> Apply<R>,
+        tag: Tag,
+        f: &mut impl FnMut(Tats, Tag) -> Apply<R>,
     ) -> Option<R> {
         loop {
-            let (tats, r) = match f(seen.tats()) {
+            let (tats, r) = match f(seen.tats(), seen.tag()) {
                 Apply::Keep(r) => return Some(r),
                 Apply::Write(tats, r) => (tats, r),
             };
@@ -307,7 +372,7 @@ impl<K: Kind> Table<K> {
             // word sends us back to scan, which reloads with Acquire anyway.
             match slot.state.compare_exchange(
                 seen,
-                seen.with_tats(tats),
+                seen.stamped(tats, tag),
                 Ordering::AcqRel,
                 Ordering::Acquire,
             ) {

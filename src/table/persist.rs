@@ -12,7 +12,7 @@
 //! as a reclaimable slot that matches nobody: scans stop at the first never-used slot, and a
 //! never-used slot in front of an identity would hide it.
 
-use super::{Kind, Slot, SlotState, Table};
+use super::{Kind, Slot, SlotState, Table, Tag};
 use crate::bucket::Tats;
 use crate::identity::Digest;
 use crate::sync::{fence, Ordering};
@@ -23,6 +23,10 @@ pub(crate) struct Occupant {
     pub(crate) digest: Digest,
     pub(crate) partition: Digest,
     pub(crate) tats: Tats,
+    /// The epoch the TATs are counted in.
+    pub(crate) tag: Tag,
+    /// The occupant's route class, if known.
+    pub(crate) class: Option<usize>,
 }
 
 impl<K: Kind> Table<K> {
@@ -37,7 +41,7 @@ impl<K: Kind> Table<K> {
             if first.is_empty() || first.is_busy() {
                 return None;
             }
-            let (digest, partition) = (slot.digest(), slot.partition());
+            let (digest, partition, class) = (slot.digest(), slot.partition(), slot.class());
             // Acquire fence: the digest and partition loads above may not be satisfied after
             // the re-check below. A claim that replaced the occupant meanwhile first CASed the
             // word to BUSY with the next generation (an Acquire RMW, before its digest stores,
@@ -56,6 +60,8 @@ impl<K: Kind> Table<K> {
                 digest,
                 partition,
                 tats: second.tats(),
+                tag: second.tag(),
+                class,
             });
         }
     }
@@ -95,7 +101,10 @@ impl<K: Kind> Table<K> {
         let slot = &self.slots[i];
         slot.set_digest(o.digest);
         slot.set_partition(o.partition);
-        let word = SlotState::EMPTY.claimed(Tats::full(0)).published(o.tats);
+        slot.set_class(o.class);
+        let word = SlotState::EMPTY
+            .claimed(Tats::full(0), o.tag)
+            .published(o.tats);
         // Release: as a claim's publish (the limiter is handed to other threads later, through
         // whatever synchronises that hand-over, so Relaxed would do; Release costs nothing here).
         slot.state.store(word, Ordering::Release);
@@ -126,7 +135,7 @@ impl<K: Kind> Table<K> {
         slot.set_digest(Digest::NONE);
         slot.set_partition(Digest::NONE);
         let word = SlotState::EMPTY
-            .claimed(Tats::full(0))
+            .claimed(Tats::full(0), Tag::of(0))
             .published(Tats::full(0));
         slot.state.store(word, Ordering::Release);
     }

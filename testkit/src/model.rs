@@ -53,13 +53,17 @@ pub fn mock_limiter(profile: Profile) -> (Limiter, Arc<Mock>) {
     (limiter, mock)
 }
 
-/// A token bucket written the obvious way: `credit` nanoseconds of refill, at most `tau`, each
-/// token worth `t` ns; it starts full and refills one ns per ns.
+/// The most a reload's conversion leaves a bucket owing (the limiter's `DEBT_CAP`, 2^56 ns).
+pub const DEBT_CAP: u64 = 1 << 56;
+
+/// A token bucket written the obvious way: `debt` nanoseconds owed as of `last`, each token
+/// worth `t` ns, `tau` ns of credit when full; it starts full (no debt), and time pays the debt
+/// down one ns per ns. A request of `n` tokens fits if `debt + n * t <= tau`.
 #[derive(Clone, Copy, Debug)]
 pub struct ModelBucket {
     t: u64,
     tau: u64,
-    credit: u64,
+    debt: u64,
     last: u64,
 }
 
@@ -69,20 +73,29 @@ impl ModelBucket {
         ModelBucket {
             t,
             tau: t * tokens,
-            credit: t * tokens,
+            debt: 0,
             last: 0,
         }
     }
     fn refill(&mut self, now: u64) {
-        self.credit = (self.credit + (now - self.last)).min(self.tau);
+        self.debt = self.debt.saturating_sub(now - self.last);
         self.last = now;
     }
     fn is_full_at(&self, now: u64) -> bool {
-        self.credit + (now - self.last) >= self.tau
+        self.debt <= now - self.last
     }
     /// Nanoseconds until `n` tokens are there (`n` at most the bucket's tokens).
     fn wait_n(&self, n: u64) -> u64 {
-        (n * self.t).saturating_sub(self.credit)
+        (self.debt + n * self.t).saturating_sub(self.tau)
+    }
+    /// The reload rule: at `now`, the tokens owed (`debt / t`) are owed under the new bucket of
+    /// `tokens` per `per_ns`, rounded up to a whole ns, at most [`DEBT_CAP`].
+    fn reload(&mut self, tokens: u64, per_ns: u64, now: u64) {
+        self.refill(now);
+        let new = ModelBucket::new(tokens, per_ns);
+        let debt = (u128::from(self.debt) * u128::from(new.t)).div_ceil(u128::from(self.t));
+        self.debt = debt.min(u128::from(DEBT_CAP)) as u64;
+        (self.t, self.tau) = (new.t, new.tau);
     }
 }
 
@@ -154,6 +167,16 @@ impl Model {
             .is_none_or(|(b, s)| b.is_full_at(now) && s.is_full_at(now))
     }
 
+    /// A reload at `now` to a profile of `specs` (by class): every bucket's debt carries over
+    /// in tokens ([`ModelBucket`]'s rule).
+    pub fn reload(&mut self, specs: &[ClassSpec], now: u64) {
+        for ((_, class), (b, s)) in self.keys.iter_mut() {
+            let (bt, bp, st, sp) = specs[*class];
+            b.reload(bt, bp * 1_000_000, now);
+            s.reload(st, sp * 1_000_000, now);
+        }
+    }
+
     pub fn admit(&mut self, key: &str, class: usize, spec: ClassSpec, now: u64) -> Decision {
         self.admit_n(key, class, spec, now, 1)
     }
@@ -212,8 +235,8 @@ impl Model {
             if let Err(refused) = capacity {
                 return refused;
             }
-            b.credit -= b.t * n;
-            s.credit -= s.t * n;
+            b.debt += b.t * n;
+            s.debt += s.t * n;
             return Decision::Admit;
         }
         let (wait, bucket) = if wb > ws {

@@ -243,7 +243,7 @@ fn reload_swaps_limits_and_keeps_state() {
         assert!(l.admit(&k).is_admit());
     }
     assert_eq!(l.remaining(&k).burst, 6);
-    // A bigger burst: the 4 tokens of refill time still owed carry over.
+    // A bigger burst: the 4 tokens still owed carry over (in tokens, not time).
     let mut p2 = profile(1000, 1.0, 20, "");
     let write =
         "  write:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 5, per: 1h }\n";
@@ -264,13 +264,14 @@ fn reload_swaps_limits_and_keeps_state() {
         Some(1),
         "new classes come after"
     );
-    // 400 ms of debt is 8 of the new 50 ms tokens: 12 of 20 left.
-    assert_eq!(l.remaining(&k).burst, 12);
+    // 4 tokens of 100 ms owed are 4 of the new 50 ms tokens (200 ms): 16 of 20 left.
+    assert_eq!(l.remaining(&k).burst, 16);
     // Dropping the `write` class is refused.
     l.reload(profile(1000, 1.0, 2, "")).unwrap_err();
-    // A smaller bucket: the 400 ms still owed carry over in full (no clamp, which would forgive
-    // 300 ms of it), so the next token comes once the debt is down to `tau - t` of the new
-    // bucket: 400 ms - (100 ms + 2 ns - 33.333334 ms) = 333.333332 ms.
+    // A smaller bucket: the 4 tokens still owed carry over in full (no clamp, which would
+    // forgive one of them), 4 * 33.333334 ms = 133.333336 ms, so the next token comes once the
+    // debt is down to `tau - t` of the new bucket: 133.333336 ms - (100 ms + 2 ns -
+    // 33.333334 ms) = 66.666668 ms.
     let p3 = serde_yaml_ng::to_string(&*l.profile()).unwrap();
     let p3 = p3.replacen(
         "tokens: 20\n      per: 1s",
@@ -283,11 +284,11 @@ fn reload_swaps_limits_and_keeps_state() {
     assert_eq!(
         l.admit(&k),
         Decision::Throttle {
-            retry_after: Duration::from_nanos(333_333_332),
+            retry_after: Duration::from_nanos(66_666_668),
             bucket: BucketKind::Burst
         }
     );
-    mock.increment(Duration::from_nanos(333_333_331));
+    mock.increment(Duration::from_nanos(66_666_667));
     assert_eq!(l.remaining(&k).burst, 0);
     assert!(!l.admit(&k).is_admit());
     mock.increment(Duration::from_nanos(1));

@@ -1,12 +1,13 @@
-//! Reloads keep every TAT exactly as it is (no clamp): regression tests for break B1 (a reload
-//! to a smaller bucket clamped the debt, the way back granted it again) and a property test of
-//! the bound over random reload sequences, on quanta's mock clock, plus one bounded run on the
-//! real clock.
+//! Reloads carry every bucket's debt over in tokens, never clamped: regression tests for break
+//! B1 (a reload to a smaller bucket clamped the debt, the way back granted it again; then debt
+//! carried in time over-admitted between profiles of different rates), property tests of the
+//! bound and against the reference model over random reload sequences, on quanta's mock clock,
+//! plus one bounded run on the real clock.
 //!
-//! The bound (see `Limiter::reload`): each admission costs its bucket's emission interval `t`
-//! under the profile that decided it; from the admission at `s_i` to the one at `s_j`, those
-//! costs add up to at most `(s_j - s_i) + tau` of the profile that decided the last one. With
-//! one emission interval among the profiles, that is `tokens_max + (s_j - s_i) / t` admissions.
+//! The bound (see `Limiter::reload`): from the admission at `s_i` to the one at `s_j`, each
+//! bucket admits at most `tokens_max + floor((s_j - s_i) / t_min)`, where `tokens_max` is the
+//! largest bucket and `t_min` the shortest emission interval among the profiles in force at
+//! some instant of `[s_i, s_j]`.
 
 use tollgate_testkit as common;
 
@@ -14,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{mock_limiter, profile, ClassSpec};
+use common::{mock_limiter, profile, ClassSpec, Model};
 use proptest::prelude::*;
 use tollgate::{BucketKind, Decision, Key, Limiter, Profile};
 
@@ -111,6 +112,73 @@ fn b1_refusals_under_a_smaller_bucket_write_nothing() {
     assert_eq!(drain(&l, &k).0, 4);
 }
 
+/// B1's remainder, the counter-example to carrying debt in time: A = 100/1s (t = 10 ms),
+/// B = 100/10s (t = 100 ms). At one instant, 100 admitted under A left the TAT 1 s ahead,
+/// which B read as 10 tokens owed, so 90 more were admitted: 190 where each profile allows 100.
+/// In tokens, the 100 owed under A are 100 owed under B (10 s): nothing more, and B's
+/// Retry-After is the exact time to pay them down to one token (10 s + 100 ms - 10 s).
+#[test]
+fn b1_reload_to_a_slower_rate_carries_the_debt_in_tokens() {
+    let (a, b) = (burst_only(100, 1_000), burst_only(100, 10_000));
+    let (l, mock) = mock_limiter(a.clone());
+    let k = Key::authenticated("acme", "dave", l.route_class("c0").unwrap()).unwrap();
+    let (first, _) = drain(&l, &k);
+    l.reload(b.clone()).unwrap();
+    let (second, refused) = drain(&l, &k);
+    eprintln!("B1 counter-example: {first} under A, then {second} under B at one instant");
+    assert_eq!((first, second), (100, 0), "190 when debt carried in time");
+    assert_eq!(
+        refused,
+        Decision::Throttle {
+            retry_after: Duration::from_millis(100),
+            bucket: BucketKind::Burst
+        }
+    );
+    // And back: the 100 tokens owed under B are 100 under A again (1 s), not 10 (100 ms).
+    l.reload(a).unwrap();
+    assert_eq!(drain(&l, &k).0, 0);
+    mock.increment(Duration::from_millis(500));
+    assert_eq!(drain(&l, &k).0, 50, "500 ms of A's rate");
+    // Under B, 5 s pay back 50 of B's tokens.
+    l.reload(b).unwrap();
+    mock.increment(Duration::from_secs(5));
+    assert_eq!(drain(&l, &k).0, 50);
+}
+
+/// Many reloads at one instant (more than the state word's four epoch tags, so the reload's
+/// re-tag of the table runs) among profiles of different rates: what a key is admitted at one
+/// instant is exactly the largest bucket among the profiles it drained under (a debt of `d`
+/// tokens leaves `tokens - d` of a bucket), so every debt survives every conversion and walk.
+#[test]
+fn b1_many_reloads_at_one_instant_admit_at_most_the_largest_bucket() {
+    let tokens = [100, 10, 300, 7];
+    let profiles = [
+        burst_only(100, 1_000),
+        burst_only(10, 10_000),
+        burst_only(300, 600),
+        burst_only(7, 70_000),
+    ];
+    let (l, _mock) = mock_limiter(profiles[0].clone());
+    let keys: Vec<Key<'_>> = ["e", "f", "g"]
+        .iter()
+        .map(|p| Key::authenticated("acme", p, l.route_class("c0").unwrap()).unwrap())
+        .collect();
+    let (mut total, mut largest) = ([0u64; 3], [0u64; 3]);
+    for round in 0..40 {
+        let p = (round * 3 + 1) % 4;
+        l.reload(profiles[p].clone()).unwrap();
+        // Each key drains on some rounds only, so that words of every epoch tag stay behind.
+        for (i, k) in keys.iter().enumerate() {
+            if round % (i + 2) == 1 {
+                total[i] += drain(&l, k).0;
+                largest[i] = largest[i].max(tokens[p]);
+            }
+        }
+    }
+    assert_eq!(largest, [300, 300, 100], "the test drains under these");
+    assert_eq!(total, largest, "admitted per key");
+}
+
 #[derive(Clone, Debug)]
 enum Step {
     Advance(u64),
@@ -141,9 +209,9 @@ fn same_rate() -> impl Strategy<Value = Vec<ClassSpec>> {
         })
 }
 
-/// Three profiles with any rates.
+/// Four profiles with any rates and bursts.
 fn any_rate() -> impl Strategy<Value = Vec<ClassSpec>> {
-    proptest::collection::vec((1u64..20, 1u64..2_000, 1u64..40, 1u64..20_000), 3)
+    proptest::collection::vec((1u64..20, 1u64..2_000, 1u64..40, 1u64..20_000), 4)
 }
 
 /// `(t, tau)` in ns of a bucket of `tokens` per `per_ms`, as the limiter computes them.
@@ -152,14 +220,21 @@ fn rate(tokens: u64, per_ms: u64) -> (u128, u128) {
     (u128::from(t), u128::from(t * tokens))
 }
 
-/// Runs `steps` on one identity; returns per admission (time, burst (t, tau), sustained (t,
-/// tau)) of the profile that decided it.
-fn run(specs: &[ClassSpec], steps: &[Step]) -> Vec<(u64, [(u128, u128); 2])> {
+/// One admission: its time, the profile that decided it, and how many reloads came before it.
+#[derive(Clone, Copy, Debug)]
+struct Admitted {
+    at: u64,
+    profile: usize,
+    reloads: usize,
+}
+
+/// Runs `steps` on one identity; returns its admissions and the profile of every reload.
+fn run(specs: &[ClassSpec], steps: &[Step]) -> (Vec<Admitted>, Vec<usize>) {
     let profiles: Vec<Profile> = specs.iter().map(|s| profile(64, &[*s])).collect();
     let (l, mock) = mock_limiter(profiles[0].clone());
     let k = Key::authenticated("acme", "alice", l.route_class("c0").unwrap()).unwrap();
     let (mut now, mut current) = (0u64, 0usize);
-    let mut admitted = Vec::new();
+    let (mut admitted, mut reloads) = (Vec::new(), Vec::new());
     for s in steps {
         match *s {
             Step::Advance(ns) => {
@@ -169,12 +244,16 @@ fn run(specs: &[ClassSpec], steps: &[Step]) -> Vec<(u64, [(u128, u128); 2])> {
             Step::Reload(p) => {
                 l.reload(profiles[p].clone()).unwrap();
                 current = p;
+                reloads.push(p);
             }
             Step::Admit => {
                 let d = l.admit(&k);
                 if d.is_admit() {
-                    let (bt, bp, st, sp) = specs[current];
-                    admitted.push((now, [rate(bt, bp), rate(st, sp)]));
+                    admitted.push(Admitted {
+                        at: now,
+                        profile: current,
+                        reloads: reloads.len(),
+                    });
                 } else {
                     // A refusal names the exact wait: the same request just before it is refused.
                     let Decision::Throttle { retry_after, .. } = d else {
@@ -185,7 +264,7 @@ fn run(specs: &[ClassSpec], steps: &[Step]) -> Vec<(u64, [(u128, u128); 2])> {
             }
         }
     }
-    admitted
+    (admitted, reloads)
 }
 
 proptest! {
@@ -198,16 +277,19 @@ proptest! {
         specs in same_rate(),
         steps in proptest::collection::vec(step(3), 1..300),
     ) {
-        let admitted = run(&specs, &steps);
+        let (admitted, _) = run(&specs, &steps);
         let tokens_max = [
             specs.iter().map(|s| s.0).max().unwrap(),
             specs.iter().map(|s| s.2).max().unwrap(),
         ];
         for (b, tokens_max) in tokens_max.into_iter().enumerate() {
-            let t = admitted.first().map_or(1, |a| a.1[b].0);
+            let t = admitted.first().map_or(1, |a| {
+                let (bt, bp, st, sp) = specs[a.profile];
+                [rate(bt, bp), rate(st, sp)][b].0
+            });
             for i in 0..admitted.len() {
                 for j in i..admitted.len() {
-                    let elapsed = u128::from(admitted[j].0 - admitted[i].0);
+                    let elapsed = u128::from(admitted[j].at - admitted[i].at);
                     let bound = u128::from(tokens_max) + elapsed / t;
                     prop_assert!((j - i + 1) as u128 <= bound,
                         "bucket {}: {} admissions in {} ns, bound {}", b, j - i + 1, elapsed, bound);
@@ -216,26 +298,98 @@ proptest! {
         }
     }
 
-    /// Any rates: the emission intervals of the admissions from `i` to `j` add up to at most
-    /// the time between them plus the `tau` of the profile that decided the last one.
+    /// Any rates and bursts (B1's rule): from admission `i` to admission `j`, each bucket
+    /// admitted at most `tokens_max + floor((s_j - s_i) / t_min)`, over the profiles in force
+    /// at some instant between them (the one that decided `i` and every one reloaded to up to
+    /// `j`), `tokens_max` their largest bucket and `t_min` their shortest emission interval.
     #[test]
-    fn reloads_between_any_profiles_respect_the_time_bound(
+    fn reloads_between_any_profiles_never_beat_the_most_generous_in_force(
         specs in any_rate(),
-        steps in proptest::collection::vec(step(3), 1..300),
+        steps in proptest::collection::vec(step(4), 1..300),
     ) {
-        let admitted = run(&specs, &steps);
+        let (admitted, reloads) = run(&specs, &steps);
         for b in 0..2 {
+            let bucket = |p: usize| {
+                let (bt, bp, st, sp) = specs[p];
+                [(bt, rate(bt, bp).0), (st, rate(st, sp).0)][b]
+            };
             for i in 0..admitted.len() {
-                let mut cost = 0u128;
+                let (mut tokens_max, mut t_min) = bucket(admitted[i].profile);
+                let mut seen = admitted[i].reloads;
                 for j in i..admitted.len() {
-                    cost += admitted[j].1[b].0;
-                    let bound = u128::from(admitted[j].0 - admitted[i].0) + admitted[j].1[b].1;
-                    prop_assert!(cost <= bound,
-                        "bucket {}: admissions {}..={} cost {} ns, bound {}", b, i, j, cost, bound);
+                    for &p in &reloads[seen..admitted[j].reloads] {
+                        let (tokens, t) = bucket(p);
+                        (tokens_max, t_min) = (tokens_max.max(tokens), t_min.min(t));
+                    }
+                    seen = admitted[j].reloads;
+                    let elapsed = u128::from(admitted[j].at - admitted[i].at);
+                    let bound = u128::from(tokens_max) + elapsed / t_min;
+                    prop_assert!((j - i + 1) as u128 <= bound,
+                        "bucket {}: admissions {}..={}: {} in {} ns, bound {}",
+                        b, i, j, j - i + 1, elapsed, bound);
                 }
             }
         }
     }
+
+    /// The limiter against the reference model (`testkit`'s, debt carried in tokens at each
+    /// reload's instant) on three identities and two classes: every decision, the exact
+    /// `Retry-After` and the bucket it names included, is the model's, across random reloads
+    /// among four profiles (so the re-tag of the table runs too).
+    #[test]
+    fn reloads_match_the_model(
+        specs in proptest::collection::vec([any_spec(), any_spec()], 4),
+        steps in proptest::collection::vec(model_step(), 1..300),
+    ) {
+        let profiles: Vec<Profile> = specs.iter().map(|s| profile(64, s)).collect();
+        let (l, mock) = mock_limiter(profiles[0].clone());
+        let classes = [l.route_class("c0").unwrap(), l.route_class("c1").unwrap()];
+        let mut model = Model::default();
+        let (mut now, mut current) = (0u64, 0usize);
+        for s in &steps {
+            match *s {
+                ModelStep::Advance(ns) => {
+                    mock.increment(Duration::from_nanos(ns));
+                    now += ns;
+                }
+                ModelStep::Reload(p) => {
+                    l.reload(profiles[p].clone()).unwrap();
+                    model.reload(&specs[p], now);
+                    current = p;
+                }
+                ModelStep::Admit { key, class } => {
+                    let k = Key::authenticated("acme", KEYS[key], classes[class]).unwrap();
+                    let peeked = l.peek(&k);
+                    let got = l.admit(&k);
+                    let want = model.admit(KEYS[key], class, specs[current][class], now);
+                    prop_assert_eq!(got, want, "{} class {} at {}", KEYS[key], class, now);
+                    prop_assert_eq!(peeked, want, "peek");
+                }
+            }
+        }
+    }
+}
+
+const KEYS: [&str; 3] = ["alice", "bob", "carol"];
+
+fn any_spec() -> impl Strategy<Value = ClassSpec> {
+    (1u64..20, 1u64..2_000, 1u64..40, 1u64..20_000)
+}
+
+#[derive(Clone, Debug)]
+enum ModelStep {
+    Advance(u64),
+    Admit { key: usize, class: usize },
+    Reload(usize),
+}
+
+fn model_step() -> impl Strategy<Value = ModelStep> {
+    prop_oneof![
+        3 => (0u64..30_000_000).prop_map(ModelStep::Advance),
+        1 => (0u64..3_000_000_000).prop_map(ModelStep::Advance),
+        8 => (0..KEYS.len(), 0..2usize).prop_map(|(key, class)| ModelStep::Admit { key, class }),
+        3 => (0usize..4).prop_map(ModelStep::Reload),
+    ]
 }
 
 /// B1 on the real clock, as measured on the old main (102,768 admitted in 10 s against a bound

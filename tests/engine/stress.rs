@@ -327,18 +327,24 @@ fn many_identities_while_reloading_every_10ms() {
         limiter.clone(),
         move |c, d| match d {
             Decision::Admit => {}
-            // A wait one of the two profiles can give: at most that bucket's emission interval
-            // under one of them.
+            // A wait one of the two profiles can give. A reload carries debt in tokens, and no
+            // bucket owes more tokens than the larger profile's holds (`tokens_max`), so under
+            // a profile of `tokens` per `t` the wait is at most `(tokens_max - tokens + 1) * t`.
             Decision::Throttle {
                 retry_after,
                 bucket,
             } => {
+                let tokens = |(bt, _, st, _): (u64, Duration, u64, Duration)| match bucket {
+                    BucketKind::Burst => u128::from(bt),
+                    BucketKind::Sustained => u128::from(st),
+                };
+                let max = tokens(la2[c]).max(tokens(lb2[c]));
                 let ok = [la2[c], lb2[c]].iter().any(|&(bt, bp, st, sp)| {
                     let t = match bucket {
                         BucketKind::Burst => bp.as_nanos().div_ceil(u128::from(bt)),
                         BucketKind::Sustained => sp.as_nanos().div_ceil(u128::from(st)),
                     };
-                    retry_after.as_nanos() <= t
+                    retry_after.as_nanos() <= (max - tokens((bt, bp, st, sp)) + 1) * t
                 });
                 assert!(ok, "{d:?} for class {c} fits neither profile");
             }

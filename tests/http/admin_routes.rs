@@ -313,13 +313,15 @@ async fn a_valid_profile_is_in_force_from_the_next_request_and_saved() {
     assert_eq!(r.json()["in_force"], true);
     assert_eq!(r.json()["saved_to"], f.file.display().to_string());
     // The next request is decided under the new profile: the policy says 3. The bucket state
-    // was kept: this caller's debt (1 s, the whole of the new burst) still counts, so it waits.
+    // was kept: this caller still owes the one token it took, so 2 of the new 3 are left.
     let next = post().await;
     assert_eq!(
         next.headers["ratelimit-policy"],
         "\"burst\";q=3;w=1, \"sustained\";q=100;w=3600"
     );
-    assert_eq!(next.status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(next.status, StatusCode::CREATED);
+    assert_eq!(post().await.status, StatusCode::CREATED);
+    assert_eq!(post().await.status, StatusCode::TOO_MANY_REQUESTS);
     // A new caller gets the new burst of 3.
     let other = Some([198, 51, 100, 7]);
     for expected in [201, 201, 201, 429] {

@@ -84,8 +84,12 @@ catalog:
     assert_eq!(class(&l, "read"), Ok(1));
     let search = class(&l, "search").unwrap();
     assert_eq!(search, 2, "a new class gets the next number");
-    // State is kept as time to refill: alice's burst is still empty, but refills at the new
-    // rate (a token per 200 ms); a fresh caller gets the new burst of 5.
+    // State is kept as tokens owed: alice owes the 2 she took, so 3 of the new 5 are left, and
+    // then she waits for the new rate (a token per 200 ms); a fresh caller gets the new 5.
+    for _ in 0..3 {
+        let alice = admit(&l, b"acme", b"alice", write).unwrap();
+        assert_eq!(alice.kind, tg_decision_kind::Admit);
+    }
     let alice = admit(&l, b"acme", b"alice", write).unwrap();
     assert_eq!(alice.kind, tg_decision_kind::Throttle);
     assert!(

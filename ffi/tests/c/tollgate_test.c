@@ -282,9 +282,18 @@ static void test_reload(tg_limiter *l, uint32_t write) {
     if (err.message[0] != '\0') {
         fprintf(stderr, "reload failed: %s\n", err.message);
     }
-    /* State is kept as time to refill: "reload/r" is still empty, but refills at the new rate
-     * (a token per 200 ms). A fresh caller gets the new burst of 5. */
-    CHECK_RESULT(tg_admit(l, S("reload"), S("r"), write, &d), TG_RESULT_OK);
+    /* State is kept as tokens owed: "reload/r" owes the 2 it took, so 3 of the new 5 are left
+     * (one more for every 200 ms that passed), then it refills at the new rate (a token per
+     * 200 ms). A fresh caller gets the new burst of 5. */
+    int left = 0;
+    for (int i = 0; i < 10; i++) {
+        CHECK_RESULT(tg_admit(l, S("reload"), S("r"), write, &d), TG_RESULT_OK);
+        if (d.kind != TG_DECISION_KIND_ADMIT) {
+            break;
+        }
+        left++;
+    }
+    CHECK(left >= 3 && left < 10);
     CHECK(d.kind == TG_DECISION_KIND_THROTTLE);
     CHECK(d.retry_after_ms >= 1 && d.retry_after_ms <= 200);
     int admitted = 0;

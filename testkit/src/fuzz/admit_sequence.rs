@@ -4,7 +4,7 @@
 //! Arbitrary sequences of mock-clock moves, admits, weighted admits (`admit_n`: `n = 0`, costs
 //! within the buckets, and costs larger than either) and `admit_all` over up to four items, on
 //! four keys and two route classes, with limits taken from the input, against the reference
-//! model of `testkit/src/model.rs` (credit in nanoseconds, refilled one ns per ns, capped):
+//! model of `testkit/src/model.rs` (debt in nanoseconds, paid down one ns per ns):
 //! every decision, including the exact `retry_after`, the bucket named and `admit_all`'s refused
 //! index, is the model's, and `peek` just before each single admit predicts it.
 //!
