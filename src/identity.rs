@@ -154,6 +154,10 @@ pub(crate) type DigestMap<V> =
 pub(crate) struct KeyHasher {
     hi: ahash::RandomState,
     lo: ahash::RandomState,
+    /// Both states with the tenant tag already written: every authenticated digest starts so,
+    /// and starting from a copy takes one multiply off each state's dependency chain (the
+    /// digests are the same as writing the tag each time).
+    tenant_prefix: (ahash::AHasher, ahash::AHasher),
     v4_prefix: u8,
     v6_prefix: u8,
     /// All anonymous traffic is one pseudo-tenant for fairness.
@@ -189,9 +193,14 @@ impl KeyHasher {
             hi: hi.hash_one(TAG_ANONYMOUS_TENANT),
             lo: lo.hash_one(TAG_ANONYMOUS_TENANT) | 1,
         };
+        let (mut tenant_hi, mut tenant_lo) = (hi.build_hasher(), lo.build_hasher());
+        feed(&mut tenant_hi, &mut tenant_lo, |h| {
+            h.write_u64(u64::from(TAG_TENANT))
+        });
         KeyHasher {
             hi,
             lo,
+            tenant_prefix: (tenant_hi, tenant_lo),
             v4_prefix,
             v6_prefix,
             anonymous_tenant,
@@ -205,13 +214,11 @@ impl KeyHasher {
     pub(crate) fn digests(&self, key: &Key<'_>) -> (Digest, Digest) {
         match key.who {
             Who::Authenticated { tenant, principal } => {
-                let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
-                feed(&mut hi, &mut lo, |h| {
-                    // aHash mixes each `write`'s length in, so ("ab", "c") and ("a", "bc")
-                    // differ; the tags keep tenants, identities and networks apart.
-                    h.write_u64(u64::from(TAG_TENANT));
-                    h.write(tenant.as_bytes());
-                });
+                // The tenant tag is written (`tenant_prefix`). aHash mixes each `write`'s
+                // length in, so ("ab", "c") and ("a", "bc") differ; the tags keep tenants,
+                // identities and networks apart.
+                let (mut hi, mut lo) = self.tenant_prefix.clone();
+                feed(&mut hi, &mut lo, |h| h.write(tenant.as_bytes()));
                 let of_tenant = Digest {
                     hi: hi.clone().finish(),
                     lo: lo.clone().finish() | 1,
@@ -257,11 +264,8 @@ impl KeyHasher {
         match tenant {
             None => self.anonymous_tenant,
             Some(t) => {
-                let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
-                feed(&mut hi, &mut lo, |h| {
-                    h.write_u64(u64::from(TAG_TENANT));
-                    h.write(t.as_bytes());
-                });
+                let (mut hi, mut lo) = self.tenant_prefix.clone();
+                feed(&mut hi, &mut lo, |h| h.write(t.as_bytes()));
                 Digest {
                     hi: hi.finish(),
                     lo: lo.finish() | 1,
@@ -370,6 +374,31 @@ mod tests {
         assert_eq!(d("2001:db8:0:1::1"), d("2001:db8:0:ff::2"));
         assert_ne!(d("2001:db8:0:100::1"), d("2001:db8:0:1::1"));
         assert_ne!(d("0.0.0.0"), d("::"));
+    }
+
+    /// Starting from `tenant_prefix` gives the digests that writing the tag gives (the values
+    /// snapshots and the Redis keys of a fleet depend on).
+    #[test]
+    fn the_tenant_prefix_changes_no_digest() {
+        let h = h();
+        let written = |s: &ahash::RandomState, parts: &[&[u8]], class: u32| {
+            let mut x = s.build_hasher();
+            x.write_u64(u64::from(TAG_TENANT));
+            x.write(parts[0]);
+            if parts.len() > 1 {
+                x.write_u64(u64::from(TAG_AUTHENTICATED) | u64::from(class) << 8);
+                x.write(parts[1]);
+            }
+            x.finish()
+        };
+        for (t, p, c) in [("acme", "alice", 0), ("tenant-001", "user-000000000", 3)] {
+            let (id, tenant) = h.digests(&Key::authenticated(t, p, RouteClass(c)).unwrap());
+            let both: &[&[u8]] = &[t.as_bytes(), p.as_bytes()];
+            assert_eq!(id.hi, written(&h.hi, both, c));
+            assert_eq!(id.lo, written(&h.lo, both, c) | 1);
+            assert_eq!(tenant.hi, written(&h.hi, &[t.as_bytes()], c));
+            assert_eq!(tenant.lo, written(&h.lo, &[t.as_bytes()], c) | 1);
+        }
     }
 
     #[test]

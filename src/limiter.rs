@@ -16,6 +16,7 @@ use crate::snapshot::WallClock;
 use crate::table::{Apply, Stamp, Table, Tag, EPOCHS, MAX_NOW};
 
 mod builder;
+mod coarse_clock;
 
 pub use builder::{BuildError, Builder, KEY_SECRET_ENV};
 
@@ -52,6 +53,8 @@ pub struct Limiter {
     epoch: u64,
     /// The wall clock that snapshots are dated by (`crate::snapshot`).
     pub(crate) wall: WallClock,
+    /// If the builder opted in: the time every decision reads instead of `clock`.
+    coarse: Option<coarse_clock::CoarseClock>,
 }
 
 /// Which item of [`Limiter::admit_all`] (or [`Admission::admit_all`](crate::Admission::admit_all))
@@ -111,18 +114,18 @@ impl Limiter {
     #[inline]
     pub fn admit(&self, key: &Key<'_>) -> Decision {
         // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
-        let raw = self.clock.raw();
+        let now = self.now();
         let cfg = self.engine.config.get();
-        self.decide(&cfg, key, raw).decision
+        self.decide(&cfg, key, now).decision
     }
 
     /// [`Limiter::admit`], also telling what the profile computed when shadow mode let a
     /// refused request through.
     #[inline]
     pub fn evaluate(&self, key: &Key<'_>) -> Verdict {
-        let raw = self.clock.raw();
+        let now = self.now();
         let cfg = self.engine.config.get();
-        self.decide(&cfg, key, raw)
+        self.decide(&cfg, key, now)
     }
 
     /// Decides one request of weighted cost `n` and charges it if admitted: `n` tokens from
@@ -148,21 +151,19 @@ impl Limiter {
     /// [`Limiter::admit_n`], also telling what the profile computed when shadow mode let a
     /// refused request through.
     pub fn evaluate_n(&self, key: &Key<'_>, n: u32) -> Verdict {
-        let raw = self.clock.raw();
+        let now = self.now();
         let cfg = self.engine.config.get();
-        self.decide_n(&cfg, key, n, raw)
+        self.decide_n(&cfg, key, n, now)
     }
 
-    /// [`Limiter::evaluate_n`] on `cfg` and the clock reading `raw`.
-    fn decide_n(&self, cfg: &Config, key: &Key<'_>, n: u32, raw: u64) -> Verdict {
-        let now = self.nanos_since_epoch(raw);
+    /// [`Limiter::evaluate_n`] on `cfg` at `now`.
+    fn decide_n(&self, cfg: &Config, key: &Key<'_>, n: u32, now: u64) -> Verdict {
         let class = cfg.class(key.class);
         let computed = match self.charge_n(cfg, key, n, now) {
             Ok(_) => Decision::Admit,
             Err(Refusal::Decided(refused)) => refused,
             Err(Refusal::Stale) => {
-                let raw = self.clock.raw();
-                return self.decide_n(&self.engine.config.load(), key, n, raw);
+                return self.decide_n(&self.engine.config.load(), key, n, self.now());
             }
         };
         self.engine.conclude(cfg, class.shadow, key, computed, now)
@@ -194,14 +195,13 @@ impl Limiter {
         items: &[(Key<'_>, u32)],
         receipts: &mut [Option<Receipt>],
     ) -> Result<(), Refused> {
-        let raw = self.clock.raw();
+        let now = self.now();
         let cfg = self.engine.config.get();
-        match self.admit_all_on(&cfg, raw, items, receipts) {
+        match self.admit_all_on(&cfg, now, items, receipts) {
             Ok(result) => result,
             Err(Stale) => loop {
-                let raw = self.clock.raw();
                 if let Ok(result) =
-                    self.admit_all_on(&self.engine.config.load(), raw, items, receipts)
+                    self.admit_all_on(&self.engine.config.load(), self.now(), items, receipts)
                 {
                     return result;
                 }
@@ -209,17 +209,16 @@ impl Limiter {
         }
     }
 
-    /// [`Limiter::admit_all_into`] on `cfg` and the clock reading `raw`; `Err(Stale)`, with
-    /// everything charged given back, if a newer profile was published meanwhile (metrics
-    /// then count the items decided before it twice, once per try).
+    /// [`Limiter::admit_all_into`] on `cfg` at `now`; `Err(Stale)`, with everything charged
+    /// given back, if a newer profile was published meanwhile (metrics then count the items
+    /// decided before it twice, once per try).
     fn admit_all_on(
         &self,
         cfg: &Config,
-        raw: u64,
+        now: u64,
         items: &[(Key<'_>, u32)],
         receipts: &mut [Option<Receipt>],
     ) -> Result<Result<(), Refused>, Stale> {
-        let now = self.nanos_since_epoch(raw);
         for (index, (key, n)) in items.iter().enumerate() {
             let class = cfg.class(key.class);
             let (receipt, computed) = match self.charge_n(cfg, key, *n, now) {
@@ -249,9 +248,8 @@ impl Limiter {
 
     /// The decision against this limiter's table, charged if admitted, concluded by the engine.
     #[inline]
-    fn decide(&self, cfg: &Config, key: &Key<'_>, raw: u64) -> Verdict {
+    fn decide(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Verdict {
         let class = cfg.class(key.class);
-        let now = self.nanos_since_epoch(raw);
         let computed = match self.charge(cfg, key, class.limits.unit(), 1, now) {
             Ok(_) => Decision::Admit,
             Err(Refusal::Decided(refused)) => refused,
@@ -266,8 +264,7 @@ impl Limiter {
     #[cold]
     #[inline(never)]
     fn decide_again(&self, key: &Key<'_>) -> Verdict {
-        let raw = self.clock.raw();
-        self.decide(&self.engine.config.load(), key, raw)
+        self.decide(&self.engine.config.load(), key, self.now())
     }
 
     /// [`Limiter::charge`] of `n` tokens and slots: `None` for `n = 0` (checked only, nothing
@@ -558,15 +555,14 @@ impl Limiter {
         }
     }
 
-    /// Nanoseconds since the limiter was built, on its own monotonic clock.
+    /// Nanoseconds since the limiter was built, on its own monotonic clock (its last tick if
+    /// the builder opted in to the coarse clock).
     #[inline]
     pub(crate) fn now(&self) -> u64 {
-        self.nanos_since_epoch(self.clock.raw())
-    }
-
-    #[inline]
-    fn nanos_since_epoch(&self, raw: u64) -> u64 {
-        self.clock.delta_as_nanos(self.epoch, raw).min(MAX_NOW)
+        match &self.coarse {
+            Some(coarse) => coarse.now(),
+            None => nanos_since(&self.clock, self.epoch),
+        }
     }
 }
 
@@ -577,4 +573,10 @@ impl fmt::Debug for Limiter {
             .field("capacity", &self.table.capacity())
             .finish_non_exhaustive()
     }
+}
+
+/// Nanoseconds from `epoch` (a raw reading of `clock`) to now, stopped at [`MAX_NOW`].
+#[inline]
+fn nanos_since(clock: &quanta::Clock, epoch: u64) -> u64 {
+    clock.delta_as_nanos(epoch, clock.raw()).min(MAX_NOW)
 }

@@ -23,11 +23,12 @@
 //! value) is the latest. (A mutex, the earlier model, synchronised every access, so no ordering
 //! of the word was ever checked.)
 //!
-//! What this cannot show: that the hardware's 16-byte atomics are atomic (portable-atomic's
-//! `cmpxchg16b`, or its lock-based fallback elsewhere, is taken on trust); anything loom itself
-//! does not model (`SeqCst` is modelled no stronger than `AcqRel`; loads never read from stores
-//! that are later in program order, the "load buffering" outcomes C++ allows but x86 and Arm do
-//! not produce); and interleavings beyond `LOOM_MAX_PREEMPTIONS`.
+//! What this cannot show: that the hardware's 16-byte atomics are atomic (`cmpxchg16b` and the
+//! AVX load, inline or portable-atomic's, or its lock-based fallback elsewhere, are taken on
+//! trust); anything loom itself does not model (`SeqCst` is modelled no stronger than
+//! `AcqRel`; loads never read from stores that are later in program order, the "load
+//! buffering" outcomes C++ allows but x86 and Arm do not produce); and interleavings beyond
+//! `LOOM_MAX_PREEMPTIONS`.
 
 #[cfg(tollgate_loom)]
 mod imp {
@@ -108,6 +109,11 @@ mod imp {
 
 #[cfg(not(tollgate_loom))]
 mod imp {
+    /// On x86-64, `lock cmpxchg16b` and an AVX load, inline where the CPU has both (decided
+    /// once per process: `inline_u128.rs`); elsewhere, and under Miri (no inline assembly),
+    /// portable-atomic picks the native instruction or a fallback.
+    #[cfg(all(target_arch = "x86_64", not(miri)))]
+    pub(crate) use super::inline_u128::AtomicU128;
     /// The snapshot's seqlock-style re-check of a slot (`table/persist.rs`).
     pub(crate) use core::sync::atomic::fence;
     pub(crate) use core::sync::atomic::AtomicU64;
@@ -115,10 +121,12 @@ mod imp {
     /// Waits in a spin loop (spinning, then yielding). Named for what it does here; the client
     /// SDK's public `Backoff` is a retry policy, a different thing.
     pub(crate) use crossbeam_utils::Backoff as SpinWait;
-    /// On x86-64 this is `lock cmpxchg16b` (loads use an AVX move where the CPU has AVX);
-    /// elsewhere portable-atomic picks the native instruction or a fallback.
+    #[cfg(not(all(target_arch = "x86_64", not(miri))))]
     pub(crate) use portable_atomic::AtomicU128;
 }
+
+#[cfg(all(target_arch = "x86_64", not(miri), not(tollgate_loom)))]
+mod inline_u128;
 
 pub(crate) use imp::*;
 

@@ -57,6 +57,10 @@ pub unsafe extern "C" fn tg_limiter_new_from_yaml_err(
             BuildError::EmptySecret => Detail::from(tg_result::Panic),
             // `from_yaml` validated it; kept for a builder that checks more than parsing does.
             BuildError::Profile(e) => Detail::profile(tg_result::InvalidProfile, &e),
+            // The C ABI does not ask for the coarse clock.
+            BuildError::CoarseClockInterval(_) | BuildError::CoarseClockThread(_) => {
+                Detail::from(tg_result::Panic)
+            }
         })?;
         let handle = into_boxed_ptr::<tg_limiter>(Handle::new(limiter));
         // SAFETY: 1. `out` is not NULL (checked) and valid for a write of one pointer (caller's

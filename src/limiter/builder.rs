@@ -3,8 +3,10 @@
 //! always a usable one.
 
 use core::fmt;
+use core::time::Duration;
 
-use super::Limiter;
+use super::coarse_clock::{CoarseClock, MAX_INTERVAL, MIN_INTERVAL};
+use super::{nanos_since, Limiter};
 use crate::capacity::Tenants;
 use crate::engine::{random_secret, Engine, ObserveOptions};
 use crate::profile::{Profile, ProfileError};
@@ -24,6 +26,7 @@ impl Limiter {
             secret: None,
             observe: Default::default(),
             wall: WallClock::default(),
+            coarse: None,
         }
     }
 }
@@ -37,6 +40,7 @@ pub struct Builder {
     pub(crate) secret: Option<Vec<u8>>,
     observe: ObserveOptions,
     pub(crate) wall: WallClock,
+    coarse: Option<Duration>,
 }
 
 /// Why a limiter could not be built.
@@ -52,6 +56,10 @@ pub enum BuildError {
     /// The profile is invalid (built or changed in Rust): the same refusal as
     /// parsing it would give, kind [`Invalid`](crate::profile::ProfileErrorKind::Invalid).
     Profile(ProfileError),
+    /// [`Builder::coarse_clock`]'s interval is outside 100 µs ..= 100 ms.
+    CoarseClockInterval(Duration),
+    /// The coarse clock's thread could not be started (the OS's reason).
+    CoarseClockThread(String),
 }
 
 impl fmt::Display for BuildError {
@@ -62,6 +70,13 @@ impl fmt::Display for BuildError {
                 write!(f, "cannot allocate the identity table ({bytes} bytes)")
             }
             BuildError::Profile(e) => fmt::Display::fmt(e, f),
+            BuildError::CoarseClockInterval(d) => write!(
+                f,
+                "coarse clock interval {d:?} is outside {MIN_INTERVAL:?} ..= {MAX_INTERVAL:?}"
+            ),
+            BuildError::CoarseClockThread(e) => {
+                write!(f, "cannot start the coarse clock's thread: {e}")
+            }
         }
     }
 }
@@ -86,6 +101,22 @@ impl Builder {
     /// time with its handle.
     pub fn clock(mut self, clock: quanta::Clock) -> Self {
         self.clock = Some(clock);
+        self
+    }
+
+    /// Opt-in: decisions read a time stored every `interval` (100 µs ..= 100 ms) by a thread
+    /// of the limiter's own, instead of reading the clock (the TSC read is the largest single
+    /// part of a hot admit: `benches/README.md`); the thread stops when the limiter is dropped. Works
+    /// with any clock, the mock one included (the thread reads it).
+    ///
+    /// What it costs, all bounded by the interval (plus any delay in scheduling the thread):
+    /// decisions see a time up to one interval old, so a refusal's `Retry-After` may be up to
+    /// one interval longer than needed, and a caller who waits exactly that long may be refused
+    /// once more, for up to one interval; over any span a bucket may admit up to one
+    /// interval's worth of its rate beyond its limit (the clock catching up its lag); shared
+    /// capacity windows turn over up to one interval late. The default is the exact clock.
+    pub fn coarse_clock(mut self, interval: Duration) -> Self {
+        self.coarse = Some(interval);
         self
     }
 
@@ -139,6 +170,11 @@ impl Builder {
     /// Validates the profile, allocates the table and starts the clock.
     pub fn build(self) -> Result<Limiter, BuildError> {
         self.profile.validate()?;
+        if let Some(interval) = self.coarse {
+            if !(MIN_INTERVAL..=MAX_INTERVAL).contains(&interval) {
+                return Err(BuildError::CoarseClockInterval(interval));
+            }
+        }
         let secret = match self.secret {
             Some(s) if s.is_empty() => return Err(BuildError::EmptySecret),
             Some(s) => s,
@@ -163,13 +199,24 @@ impl Builder {
             .map_err(|_| BuildError::OutOfMemory { bytes })?;
         drop(probe);
         let clock = self.clock.unwrap_or_default();
+        let epoch = clock.raw();
+        let coarse = match self.coarse {
+            None => None,
+            Some(interval) => {
+                let exact = clock.clone();
+                let coarse = CoarseClock::start(interval, move || nanos_since(&exact, epoch))
+                    .map_err(|e| BuildError::CoarseClockThread(e.to_string()))?;
+                Some(coarse)
+            }
+        };
         Ok(Limiter {
             engine,
             table: Table::new(capacity),
             tenants: Tenants::new(entries),
-            epoch: clock.raw(),
+            epoch,
             clock,
             wall: self.wall,
+            coarse,
         })
     }
 }

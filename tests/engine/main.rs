@@ -3,6 +3,7 @@
 
 mod bad_input;
 mod capacity;
+mod coarse_clock;
 mod fuzz_corpus;
 mod key_flood;
 mod limiter;
