@@ -254,3 +254,58 @@ impl<K: Kind> Table<K> {
         Attempt::Done(r)
     }
 }
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+    use crate::table::tests::Capped;
+
+    /// A scan's hint can be stale: a slot taken for the claimer's own partition that turns
+    /// out to hold another's costs one of the claimer's cap (at the cap the claim is refused
+    /// and the old occupant put back as it was), and gives the other partition one back.
+    #[test]
+    fn a_slot_that_only_seemed_ours_costs_one_of_our_cap() {
+        let t: Table = Table::new(1);
+        let held = Default::default();
+        let (pa, pb) = (Digest { hi: 7, lo: 7 }, Digest { hi: 8, lo: 8 });
+        let a = Capped {
+            partition: pa,
+            cap: 1,
+            held: &held,
+        };
+        let b = Capped {
+            partition: pb,
+            cap: 1,
+            held: &held,
+        };
+        let (d1, d2) = (Digest { hi: 1, lo: 3 }, Digest { hi: 2, lo: 5 });
+        // A's identity, reclaimable from 100 on.
+        t.update(d1, &a, 0, |_| Apply::Write(Tats::full(100), ()))
+            .unwrap();
+        let seen = t.slots[0].state.load(Ordering::Acquire);
+        let stale = Candidate {
+            i: 0,
+            seen,
+            own: true,
+        };
+        let seq = t.slots[0].claims.load(Ordering::Acquire);
+        let mut f = |tats: Tats, _: Tag| Apply::Write(tats, ());
+        let counts = || {
+            let h = held.borrow();
+            (h.get(&pa).copied(), h.get(&pb).copied())
+        };
+        // B holds its cap elsewhere: refused, A's occupant as it was.
+        held.borrow_mut().insert(pb, 1);
+        let got = t.claim(d2, (0, seq), (stale, Stamp::NONE), &b, 100, &mut f);
+        assert!(matches!(got, Attempt::Full));
+        assert_eq!(t.slots[0].state.load(Ordering::Acquire), seen);
+        assert_eq!(t.peek(d1), Some(Tats::full(100)));
+        assert_eq!(counts(), (Some(1), Some(1)));
+        // Below its cap B takes the slot, and A has one less.
+        held.borrow_mut().insert(pb, 0);
+        let got = t.claim(d2, (0, seq), (stale, Stamp::NONE), &b, 100, &mut f);
+        assert!(matches!(got, Attempt::Done(())));
+        assert_eq!((t.peek(d1), t.peek(d2)), (None, Some(Tats::full(100))));
+        assert_eq!(counts(), (Some(0), Some(1)));
+    }
+}

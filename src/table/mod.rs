@@ -465,10 +465,10 @@ mod tests {
 
     /// A claimer with a cap per partition and the count `Claimer` asks for: the tenants'
     /// table's rule, without its table.
-    struct Capped<'a> {
-        partition: Digest,
-        cap: u64,
-        held: &'a std::cell::RefCell<std::collections::HashMap<Digest, u64>>,
+    pub(super) struct Capped<'a> {
+        pub(super) partition: Digest,
+        pub(super) cap: u64,
+        pub(super) held: &'a std::cell::RefCell<std::collections::HashMap<Digest, u64>>,
     }
 
     impl Claimer for Capped<'_> {
