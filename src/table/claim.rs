@@ -174,11 +174,14 @@ impl<K: Kind> Table<K> {
         // Acquire on success: the digest stores below must not become visible before the word
         // is BUSY, or a reader could match the new digest against the old occupant's word; and
         // it reads the word the old occupant's claim published (or a CAS in its release
-        // sequence), so that claim's partition store is visible below. SeqCst on success, for
-        // the reload's re-tag (`retag.rs`): this CAS, then `f`'s SeqCst load of the config
-        // generation, against the reload's SeqCst generation bump, then its SeqCst load of
-        // this word; if `f` saw no newer profile, the re-tag sees this claim. Failure Relaxed:
-        // we start over with fresh Acquire loads.
+        // sequence), so that claim's partition store is visible below. The scan's Acquire load
+        // gives that edge too, unless the word it read was an earlier occupant's with the same
+        // value (the generation wrapped): then only this Acquire reaches the partition
+        // (`loom-tests/tests/aba.rs` fails without it). SeqCst on success, for the reload's
+        // re-tag (`retag.rs`): this CAS, then `f`'s SeqCst load of the config generation,
+        // against the reload's SeqCst generation bump, then its SeqCst load of this word; if
+        // `f` saw no newer profile, the re-tag sees this claim. Failure Relaxed: we start over
+        // with fresh Acquire loads.
         if slot
             .state
             .compare_exchange(c.seen, busy, Ordering::SeqCst, Ordering::Relaxed)
@@ -205,7 +208,10 @@ impl<K: Kind> Table<K> {
                 if !claimer.reserve(now) {
                     // It seemed ours but is another partition's, and we are at our cap: put the
                     // old occupant back as it was (same digest, partition and word, so a CAS
-                    // prepared against that word is still right). Release: as a publish.
+                    // prepared against that word is still right). Release: as a publish. A plain
+                    // store ends the release sequence of the occupant's publish, so a scan that
+                    // reads this word synchronises with this store only; Release hands on what
+                    // our Acquire CAS saw (the occupant's digest and partition).
                     slot.state.store(c.seen, Ordering::Release);
                     return Attempt::Full;
                 }
@@ -220,8 +226,10 @@ impl<K: Kind> Table<K> {
         slot.set_partition(own);
         slot.set_class(stamp.class);
         // AcqRel: Release publishes the digest to any later claimer of this home (it loads
-        // `claims` with Acquire before scanning, and then finds our BUSY slot and waits);
-        // Acquire orders us after the claim we saw committed.
+        // `claims` with Acquire before scanning, and then finds our BUSY slot and waits). The
+        // Acquire half adds no edge: the counter only grows, so a success reads the very store
+        // our Acquire load of `seq` read, and nothing after it reads another thread's data
+        // (Release would do; on x86-64 both are the same `lock cmpxchg`).
         let committed = self.slots[home]
             .claims
             .compare_exchange(
