@@ -4,21 +4,24 @@
 use core::fmt;
 use std::sync::Arc;
 
-use crate::bucket::{Cost, Tats};
-use crate::capacity::{Partition, Taken, Tenants};
+use crate::capacity::Tenants;
 use crate::config::Config;
-use crate::decision::{Cause, Decision, Remaining};
+use crate::decision::{Decision, Remaining};
 use crate::engine::{Engine, Verdict};
-use crate::identity::{Digest, Key, RouteClass};
+use crate::identity::{Key, RouteClass};
 use crate::profile::{Profile, ProfileError};
 use crate::published::PublishedLimits;
 use crate::snapshot::WallClock;
-use crate::table::{Apply, Stamp, Table, Tag, EPOCHS, MAX_NOW};
+use crate::table::{Table, EPOCHS, MAX_NOW};
 
+mod all;
 mod builder;
+mod charge;
 mod coarse_clock;
 
+pub use all::Refused;
 pub use builder::{BuildError, Builder, KEY_SECRET_ENV};
+use charge::Refusal;
 
 /// The admission engine. `Send + Sync`: share it by `&` or `Arc`.
 ///
@@ -56,48 +59,6 @@ pub struct Limiter {
     /// If the builder opted in: the time every decision reads instead of `clock`.
     coarse: Option<coarse_clock::CoarseClock>,
 }
-
-/// Which item of [`Limiter::admit_all`] (or [`Admission::admit_all`](crate::Admission::admit_all))
-/// refused, and how; every item before it was given back.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Refused {
-    /// The refused item's index in the slice.
-    pub index: usize,
-    /// Its refusal (never [`Decision::Admit`]).
-    pub decision: Decision,
-}
-
-/// What one charge took, to give it back exactly.
-#[derive(Clone, Copy, Debug)]
-struct Receipt {
-    digest: Digest,
-    tenant: Digest,
-    /// The route class and the tokens charged: given back in the emission intervals of the
-    /// epoch the state word is in by then (a reload may have come between).
-    class: usize,
-    tokens: u64,
-    slots: u64,
-    capacity: Option<Taken>,
-}
-
-/// A charge's refusal, or the news that a newer profile was published since the config the
-/// decision holds (the state word may be counted in it): decide again under the newest.
-#[derive(Clone, Copy, Debug)]
-enum Refusal {
-    Decided(Decision),
-    Stale,
-}
-
-impl From<Decision> for Refusal {
-    #[inline]
-    fn from(d: Decision) -> Refusal {
-        Refusal::Decided(d)
-    }
-}
-
-/// A newer profile than the decision's was published (see [`Refusal::Stale`]).
-#[derive(Clone, Copy, Debug)]
-struct Stale;
 
 impl Limiter {
     /// The handle of a route class, or `None` if the profile has no such class. Handles stay
@@ -169,83 +130,6 @@ impl Limiter {
         self.engine.conclude(cfg, class.shadow, key, computed, now)
     }
 
-    /// Admits every `(key, n)` of `items` (as [`Limiter::admit_n`], in order), or none: at the
-    /// first refusal, the tokens and shard slots already charged for the items before it are
-    /// given back exactly, and the refusal says which item it was. For a request that several
-    /// limits must all allow (Envoy sends several descriptors). All items are decided on one
-    /// reading of the clock and one snapshot of the profile.
-    ///
-    /// Metrics count each decided item's own answer (an item given back still counts as
-    /// admitted; the items after the refusal are not decided, nor counted). An item in shadow
-    /// mode never refuses, as with `admit`.
-    pub fn admit_all(&self, items: &[(Key<'_>, u32)]) -> Result<(), Refused> {
-        const INLINE: usize = 8;
-        if items.len() <= INLINE {
-            let mut receipts = [None; INLINE];
-            self.admit_all_into(items, &mut receipts)
-        } else {
-            let mut receipts = vec![None; items.len()];
-            self.admit_all_into(items, &mut receipts)
-        }
-    }
-
-    /// [`Limiter::admit_all`] keeping what each charge took in `receipts` (at least one per item).
-    fn admit_all_into(
-        &self,
-        items: &[(Key<'_>, u32)],
-        receipts: &mut [Option<Receipt>],
-    ) -> Result<(), Refused> {
-        let now = self.now();
-        let cfg = self.engine.config.get();
-        match self.admit_all_on(&cfg, now, items, receipts) {
-            Ok(result) => result,
-            Err(Stale) => loop {
-                if let Ok(result) =
-                    self.admit_all_on(&self.engine.config.load(), self.now(), items, receipts)
-                {
-                    return result;
-                }
-            },
-        }
-    }
-
-    /// [`Limiter::admit_all_into`] on `cfg` at `now`; `Err(Stale)`, with everything charged
-    /// given back, if a newer profile was published meanwhile (metrics then count the items
-    /// decided before it twice, once per try).
-    fn admit_all_on(
-        &self,
-        cfg: &Config,
-        now: u64,
-        items: &[(Key<'_>, u32)],
-        receipts: &mut [Option<Receipt>],
-    ) -> Result<Result<(), Refused>, Stale> {
-        for (index, (key, n)) in items.iter().enumerate() {
-            let class = cfg.class(key.class);
-            let (receipt, computed) = match self.charge_n(cfg, key, *n, now) {
-                Ok(receipt) => (receipt, Decision::Admit),
-                Err(Refusal::Decided(refused)) => (None, refused),
-                Err(Refusal::Stale) => {
-                    for r in receipts[..index].iter().flatten() {
-                        self.give_back(cfg, *r);
-                    }
-                    return Err(Stale);
-                }
-            };
-            let verdict = self.engine.conclude(cfg, class.shadow, key, computed, now);
-            receipts[index] = receipt;
-            if !verdict.decision.is_admit() {
-                for r in receipts[..index].iter().flatten() {
-                    self.give_back(cfg, *r);
-                }
-                return Ok(Err(Refused {
-                    index,
-                    decision: verdict.decision,
-                }));
-            }
-        }
-        Ok(Ok(()))
-    }
-
     /// The decision against this limiter's table, charged if admitted, concluded by the engine.
     #[inline]
     fn decide(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Verdict {
@@ -265,149 +149,6 @@ impl Limiter {
     #[inline(never)]
     fn decide_again(&self, key: &Key<'_>) -> Verdict {
         self.decide(&self.engine.config.load(), key, self.now())
-    }
-
-    /// [`Limiter::charge`] of `n` tokens and slots: `None` for `n = 0` (checked only, nothing
-    /// charged), the refusal of a cost no bucket of the class can hold.
-    fn charge_n(
-        &self,
-        cfg: &Config,
-        key: &Key<'_>,
-        n: u32,
-        now: u64,
-    ) -> Result<Option<Receipt>, Refusal> {
-        let limits = cfg.class(key.class).limits;
-        if n == 0 {
-            return match self.check(cfg, key, now) {
-                Ok(Decision::Admit) => Ok(None),
-                Ok(refused) => Err(refused.into()),
-                Err(Stale) => Err(Refusal::Stale),
-            };
-        }
-        let cost = limits
-            .cost(n)
-            .map_err(|bucket| Decision::Exceeds { bucket })?;
-        self.charge(cfg, key, cost, n.into(), now).map(Some)
-    }
-
-    /// Charges `cost` to the caller's buckets and `slots` of shared capacity, all or nothing
-    /// (a capacity refusal gives the tokens back); what was taken, or the refusal.
-    #[inline]
-    fn charge(
-        &self,
-        cfg: &Config,
-        key: &Key<'_>,
-        cost: Cost,
-        slots: u64,
-        now: u64,
-    ) -> Result<Receipt, Refusal> {
-        let limits = cfg.class(key.class).limits;
-        let (digest, tenant) = self.engine.hasher.digests(key);
-        let class = key.class.index() as usize;
-        // Consulted only if the identity must claim a slot (the cold path).
-        let partition = Partition {
-            tenants: &self.tenants,
-            caps: &cfg.identity_caps,
-            tenant,
-        };
-        let stamp = Stamp {
-            tag: cfg.tag(),
-            class: Some(class),
-        };
-        let charged = self
-            .table
-            .update_stamped(digest, &partition, now, stamp, |stored, tag| {
-                let Ok(stored) = self.in_epoch(cfg, class, stored, tag) else {
-                    return Apply::Keep(Err(None));
-                };
-                // A refusal writes nothing, after a reload too (a word of an older epoch is left
-                // as it is: its conversion does not depend on when it is made).
-                match limits.charge(stored, now, cost) {
-                    Ok(next) => Apply::Write(next, Ok(next.burst)),
-                    Err(short) => Apply::Keep(Err(Some(short))),
-                }
-            });
-        let receipt = |capacity| Receipt {
-            digest,
-            tenant,
-            class,
-            tokens: slots,
-            slots,
-            capacity,
-        };
-        let admitted = |burst: u64, capacity| {
-            // Near the limit: the burst left after this admission is below the profile's
-            // share (one comparison; see `config::near_limit_tokens`).
-            if burst - now > cfg.class(key.class).near_limit_debt {
-                self.engine.near_limit(cfg, key);
-            }
-            Ok(receipt(capacity))
-        };
-        match charged {
-            Ok(Ok(burst)) => match &cfg.capacity {
-                None => admitted(burst, None),
-                Some(cap) => match cap.take(&self.tenants, tenant, key, now, slots) {
-                    Ok(taken) => admitted(burst, Some(taken)),
-                    Err(refused) => {
-                        self.refund(cfg, &receipt(None));
-                        Err(refused.into())
-                    }
-                },
-            },
-            Ok(Err(Some(short))) => Err(short.throttle().into()),
-            // A newer profile was published (`Limiter::in_epoch`).
-            Ok(Err(None)) => Err(Refusal::Stale),
-            // No slot: fail closed. No wait is given, since when a slot frees depends on other
-            // callers' buckets.
-            Err(_) => Err(Decision::Unavailable {
-                retry_after: None,
-                cause: Cause::TableFull,
-            }
-            .into()),
-        }
-    }
-
-    /// A state word's TATs counted in `cfg`'s epoch (converted from an older one if the word
-    /// is tagged with it), or [`Stale`] if a profile newer than `cfg` was published: the word
-    /// may be counted in that one. The hot path: one load of the generation (a line only a
-    /// reload writes, just read by `ConfigCell::get`), two compares.
-    #[inline]
-    fn in_epoch(&self, cfg: &Config, class: usize, tats: Tats, tag: Tag) -> Result<Tats, Stale> {
-        if self.engine.config.latest() > cfg.epoch {
-            return Err(Stale);
-        }
-        if tag == cfg.tag() {
-            Ok(tats)
-        } else {
-            Ok(cfg.convert(Some(class), tats, tag))
-        }
-    }
-
-    /// The caller's TATs counted in `cfg`'s epoch, reading nothing but its slot (full at `now`
-    /// if it has none).
-    fn view(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Result<Tats, Stale> {
-        let class = key.class.index() as usize;
-        match self.table.peek_stamped(self.engine.hasher.digests(key).0) {
-            None => Ok(Tats::full(now)),
-            Some((tats, tag)) => self.in_epoch(cfg, class, tats, tag),
-        }
-    }
-
-    /// What a charge of one token would answer at `now`, charging nothing (and claiming no
-    /// slot: a caller with none has full buckets).
-    fn check(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Result<Decision, Stale> {
-        let limits = cfg.class(key.class).limits;
-        let tats = self.view(cfg, key, now)?;
-        Ok(match limits.charge(tats, now, limits.unit()) {
-            Err(short) => short.throttle(),
-            Ok(_) => match &cfg.capacity {
-                None => Decision::Admit,
-                Some(cap) => cap
-                    .peek(&self.tenants, self.engine.hasher.digests(key).1, key, now)
-                    .err()
-                    .unwrap_or(Decision::Admit),
-            },
-        })
     }
 
     /// What [`Limiter::admit`] would answer now, charging nothing.
@@ -519,39 +260,6 @@ impl Limiter {
                     sustained: limits.sustained.remaining(tats.sustained, now),
                 };
             }
-        }
-    }
-
-    /// Gives back the tokens a charge took when capacity (or a later item of `admit_all`) then
-    /// refused (see `Limits::refund`), in the emission intervals of the epoch the word is
-    /// counted in by then (the word converted to it first). An identity reclaimed meanwhile
-    /// was full: there is nothing to give back.
-    #[cold]
-    fn refund(&self, cfg: &Config, r: &Receipt) {
-        let limits = cfg.classes[r.class].limits;
-        let cost = Cost {
-            burst: r.tokens.saturating_mul(limits.burst.t),
-            sustained: r.tokens.saturating_mul(limits.sustained.t),
-        };
-        let stale = self
-            .table
-            .update_existing_stamped(r.digest, cfg.tag(), |tats, tag| {
-                match self.in_epoch(cfg, r.class, tats, tag) {
-                    Ok(tats) => Apply::Write(cost.refund(tats), false),
-                    Err(Stale) => Apply::Keep(true),
-                }
-            });
-        if stale == Some(true) {
-            self.refund(&self.engine.config.load(), r);
-        }
-    }
-
-    /// Gives back everything one charge took: its tokens and its shared-capacity slots.
-    #[cold]
-    fn give_back(&self, cfg: &Config, r: Receipt) {
-        self.refund(cfg, &r);
-        if let (Some(cap), Some(taken)) = (&cfg.capacity, r.capacity) {
-            cap.give_back(&self.tenants, r.tenant, taken, r.slots);
         }
     }
 

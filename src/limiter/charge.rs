@@ -1,0 +1,226 @@
+//! One charge against the table: both buckets in the one CAS (the word converted to the
+//! decision's profile epoch first), then shared capacity; what it took, to give back exactly.
+
+use super::Limiter;
+use crate::bucket::{Cost, Tats};
+use crate::capacity::{Partition, Taken};
+use crate::config::Config;
+use crate::decision::{Cause, Decision};
+use crate::identity::{Digest, Key};
+use crate::table::{Apply, Stamp, Tag};
+
+/// What one charge took, to give it back exactly.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Receipt {
+    digest: Digest,
+    tenant: Digest,
+    /// The route class and the tokens charged: given back in the emission intervals of the
+    /// epoch the state word is in by then (a reload may have come between).
+    class: usize,
+    tokens: u64,
+    slots: u64,
+    capacity: Option<Taken>,
+}
+
+/// A charge's refusal, or the news that a newer profile was published since the config the
+/// decision holds (the state word may be counted in it): decide again under the newest.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Refusal {
+    Decided(Decision),
+    Stale,
+}
+
+impl From<Decision> for Refusal {
+    #[inline]
+    fn from(d: Decision) -> Refusal {
+        Refusal::Decided(d)
+    }
+}
+
+/// A newer profile than the decision's was published (see [`Refusal::Stale`]).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Stale;
+
+impl Limiter {
+    /// [`Limiter::charge`] of `n` tokens and slots: `None` for `n = 0` (checked only, nothing
+    /// charged), the refusal of a cost no bucket of the class can hold.
+    pub(super) fn charge_n(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        n: u32,
+        now: u64,
+    ) -> Result<Option<Receipt>, Refusal> {
+        let limits = cfg.class(key.class).limits;
+        if n == 0 {
+            return match self.check(cfg, key, now) {
+                Ok(Decision::Admit) => Ok(None),
+                Ok(refused) => Err(refused.into()),
+                Err(Stale) => Err(Refusal::Stale),
+            };
+        }
+        let cost = limits
+            .cost(n)
+            .map_err(|bucket| Decision::Exceeds { bucket })?;
+        self.charge(cfg, key, cost, n.into(), now).map(Some)
+    }
+
+    /// Charges `cost` to the caller's buckets and `slots` of shared capacity, all or nothing
+    /// (a capacity refusal gives the tokens back); what was taken, or the refusal.
+    #[inline]
+    pub(super) fn charge(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        cost: Cost,
+        slots: u64,
+        now: u64,
+    ) -> Result<Receipt, Refusal> {
+        let limits = cfg.class(key.class).limits;
+        let (digest, tenant) = self.engine.hasher.digests(key);
+        let class = key.class.index() as usize;
+        // Consulted only if the identity must claim a slot (the cold path).
+        let partition = Partition {
+            tenants: &self.tenants,
+            caps: &cfg.identity_caps,
+            tenant,
+        };
+        let stamp = Stamp {
+            tag: cfg.tag(),
+            class: Some(class),
+        };
+        let charged = self
+            .table
+            .update_stamped(digest, &partition, now, stamp, |stored, tag| {
+                let Ok(stored) = self.in_epoch(cfg, class, stored, tag) else {
+                    return Apply::Keep(Err(None));
+                };
+                // A refusal writes nothing, after a reload too (a word of an older epoch is left
+                // as it is: its conversion does not depend on when it is made).
+                match limits.charge(stored, now, cost) {
+                    Ok(next) => Apply::Write(next, Ok(next.burst)),
+                    Err(short) => Apply::Keep(Err(Some(short))),
+                }
+            });
+        let receipt = |capacity| Receipt {
+            digest,
+            tenant,
+            class,
+            tokens: slots,
+            slots,
+            capacity,
+        };
+        let admitted = |burst: u64, capacity| {
+            // Near the limit: the burst left after this admission is below the profile's
+            // share (one comparison; see `config::near_limit_tokens`).
+            if burst - now > cfg.class(key.class).near_limit_debt {
+                self.engine.near_limit(cfg, key);
+            }
+            Ok(receipt(capacity))
+        };
+        match charged {
+            Ok(Ok(burst)) => match &cfg.capacity {
+                None => admitted(burst, None),
+                Some(cap) => match cap.take(&self.tenants, tenant, key, now, slots) {
+                    Ok(taken) => admitted(burst, Some(taken)),
+                    Err(refused) => {
+                        self.refund(cfg, &receipt(None));
+                        Err(refused.into())
+                    }
+                },
+            },
+            Ok(Err(Some(short))) => Err(short.throttle().into()),
+            // A newer profile was published (`Limiter::in_epoch`).
+            Ok(Err(None)) => Err(Refusal::Stale),
+            // No slot: fail closed. No wait is given, since when a slot frees depends on other
+            // callers' buckets.
+            Err(_) => Err(Decision::Unavailable {
+                retry_after: None,
+                cause: Cause::TableFull,
+            }
+            .into()),
+        }
+    }
+
+    /// A state word's TATs counted in `cfg`'s epoch (converted from an older one if the word
+    /// is tagged with it), or [`Stale`] if a profile newer than `cfg` was published: the word
+    /// may be counted in that one. The hot path: one load of the generation (a line only a
+    /// reload writes, just read by `ConfigCell::get`), two compares.
+    #[inline]
+    pub(super) fn in_epoch(
+        &self,
+        cfg: &Config,
+        class: usize,
+        tats: Tats,
+        tag: Tag,
+    ) -> Result<Tats, Stale> {
+        if self.engine.config.latest() > cfg.epoch {
+            return Err(Stale);
+        }
+        if tag == cfg.tag() {
+            Ok(tats)
+        } else {
+            Ok(cfg.convert(Some(class), tats, tag))
+        }
+    }
+
+    /// The caller's TATs counted in `cfg`'s epoch, reading nothing but its slot (full at `now`
+    /// if it has none).
+    pub(super) fn view(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Result<Tats, Stale> {
+        let class = key.class.index() as usize;
+        match self.table.peek_stamped(self.engine.hasher.digests(key).0) {
+            None => Ok(Tats::full(now)),
+            Some((tats, tag)) => self.in_epoch(cfg, class, tats, tag),
+        }
+    }
+
+    /// What a charge of one token would answer at `now`, charging nothing (and claiming no
+    /// slot: a caller with none has full buckets).
+    pub(super) fn check(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Result<Decision, Stale> {
+        let limits = cfg.class(key.class).limits;
+        let tats = self.view(cfg, key, now)?;
+        Ok(match limits.charge(tats, now, limits.unit()) {
+            Err(short) => short.throttle(),
+            Ok(_) => match &cfg.capacity {
+                None => Decision::Admit,
+                Some(cap) => cap
+                    .peek(&self.tenants, self.engine.hasher.digests(key).1, key, now)
+                    .err()
+                    .unwrap_or(Decision::Admit),
+            },
+        })
+    }
+
+    /// Gives back the tokens a charge took when capacity (or a later item of `admit_all`) then
+    /// refused (see `Limits::refund`), in the emission intervals of the epoch the word is
+    /// counted in by then (the word converted to it first). An identity reclaimed meanwhile
+    /// was full: there is nothing to give back.
+    #[cold]
+    pub(super) fn refund(&self, cfg: &Config, r: &Receipt) {
+        let limits = cfg.classes[r.class].limits;
+        let cost = Cost {
+            burst: r.tokens.saturating_mul(limits.burst.t),
+            sustained: r.tokens.saturating_mul(limits.sustained.t),
+        };
+        let stale = self
+            .table
+            .update_existing_stamped(r.digest, cfg.tag(), |tats, tag| {
+                match self.in_epoch(cfg, r.class, tats, tag) {
+                    Ok(tats) => Apply::Write(cost.refund(tats), false),
+                    Err(Stale) => Apply::Keep(true),
+                }
+            });
+        if stale == Some(true) {
+            self.refund(&self.engine.config.load(), r);
+        }
+    }
+
+    /// Gives back everything one charge took: its tokens and its shared-capacity slots.
+    #[cold]
+    pub(super) fn give_back(&self, cfg: &Config, r: Receipt) {
+        self.refund(cfg, &r);
+        if let (Some(cap), Some(taken)) = (&cfg.capacity, r.capacity) {
+            cap.give_back(&self.tenants, r.tenant, taken, r.slots);
+        }
+    }
+}
