@@ -266,7 +266,7 @@ impl<K: Kind> Table<K> {
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
-    use crate::table::tests::Capped;
+    use crate::table::tests::{Capped, Held, PA, PB};
 
     /// A scan's hint can be stale: a slot taken for the claimer's own partition that turns
     /// out to hold another's costs one of the claimer's cap (at the cap the claim is refused
@@ -274,18 +274,9 @@ mod tests {
     #[test]
     fn a_slot_that_only_seemed_ours_costs_one_of_our_cap() {
         let t: Table = Table::new(1);
-        let held = Default::default();
-        let (pa, pb) = (Digest { hi: 7, lo: 7 }, Digest { hi: 8, lo: 8 });
-        let a = Capped {
-            partition: pa,
-            cap: 1,
-            held: &held,
-        };
-        let b = Capped {
-            partition: pb,
-            cap: 1,
-            held: &held,
-        };
+        let held = Held::default();
+        let (pa, pb) = (PA, PB);
+        let (a, b) = (Capped::new(pa, 1, &held), Capped::new(pb, 1, &held));
         let (d1, d2) = (Digest { hi: 1, lo: 3 }, Digest { hi: 2, lo: 5 });
         // A's identity, reclaimable from 100 on.
         t.update(d1, &a, 0, |_| Apply::Write(Tats::full(100), ()))

@@ -501,27 +501,10 @@ mod tests {
     #[test]
     fn partitions_reuse_their_own_slots_and_counts_stay_exact() {
         let t: Table = Table::new(3);
-        let held = Default::default();
-        let (pa, pb) = (Digest { hi: 7, lo: 7 }, Digest { hi: 8, lo: 8 });
-        let a = Capped {
-            partition: pa,
-            cap: 2,
-            held: &held,
-        };
-        let b = Capped {
-            partition: pb,
-            cap: 1,
-            held: &held,
-        };
-        let put = |c: &Capped, who: u64, now: u64| {
-            t.update(d(who), c, now, |tats| {
-                let n = Tats {
-                    burst: tats.burst.max(now) + 100,
-                    sustained: tats.sustained.max(now) + 100,
-                };
-                Apply::Write(n, ())
-            })
-        };
+        let held = Held::default();
+        let (pa, pb) = (PA, PB);
+        let (a, b) = (Capped::new(pa, 2, &held), Capped::new(pb, 1, &held));
+        let put = |c: &Capped, who: u64, now: u64| put(&t, c, who, now);
         let counts = || {
             let h = held.borrow();
             (h.get(&pa).copied(), h.get(&pb).copied())
@@ -551,32 +534,41 @@ mod tests {
         assert_eq!(counts(), (Some(1), Some(2)));
     }
 
+    /// The two partitions of the capped tests, and the count of each.
+    pub(super) const PA: Digest = Digest { hi: 7, lo: 7 };
+    pub(super) const PB: Digest = Digest { hi: 8, lo: 8 };
+    pub(super) type Held = std::cell::RefCell<std::collections::HashMap<Digest, u64>>;
+
+    impl<'a> Capped<'a> {
+        pub(super) fn new(partition: Digest, cap: u64, held: &'a Held) -> Capped<'a> {
+            Capped {
+                partition,
+                cap,
+                held,
+            }
+        }
+    }
+
+    /// `who` charged 100 ns of both buckets at `now`, claiming a slot for `c` if it has none.
+    fn put(t: &Table, c: &Capped, who: u64, now: u64) -> Result<(), TableFull> {
+        t.update(d(who), c, now, |tats| {
+            let n = Tats {
+                burst: tats.burst.max(now) + 100,
+                sustained: tats.sustained.max(now) + 100,
+            };
+            Apply::Write(n, ())
+        })
+    }
+
     /// A claim takes a never-used slot before another partition's reclaimable one, whose
     /// occupant, full but perhaps a light live caller, would have to claim again.
     #[test]
     fn a_never_used_slot_is_taken_before_another_partitions() {
         let t: Table = Table::new(3);
-        let held = Default::default();
-        let (pa, pb) = (Digest { hi: 7, lo: 7 }, Digest { hi: 8, lo: 8 });
-        let a = Capped {
-            partition: pa,
-            cap: 3,
-            held: &held,
-        };
-        let b = Capped {
-            partition: pb,
-            cap: 3,
-            held: &held,
-        };
-        let put = |c: &Capped, who: u64, now: u64| {
-            t.update(d(who), c, now, |tats| {
-                let n = Tats {
-                    burst: tats.burst.max(now) + 100,
-                    sustained: tats.sustained.max(now) + 100,
-                };
-                Apply::Write(n, ())
-            })
-        };
+        let held = Held::default();
+        let (pa, pb) = (PA, PB);
+        let (a, b) = (Capped::new(pa, 3, &held), Capped::new(pb, 3, &held));
+        let put = |c: &Capped, who: u64, now: u64| put(&t, c, who, now);
         // Both identities have home 0: A's is in slot 0, reclaimable from 100 on.
         assert_eq!((t.home(d(1)), t.home(d(2))), (0, 0));
         put(&a, 1, 0).unwrap();
