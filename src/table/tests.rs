@@ -1,0 +1,178 @@
+//! The table's unit tests: one thread, no loom; the claim protocol's races are the loom
+//! models' (`loom-tests/`).
+
+use super::*;
+
+fn d(n: u64) -> Digest {
+    Digest {
+        hi: n,
+        lo: n << 1 | 1,
+    }
+}
+
+fn charge(t: &Table, dg: Digest, now: u64, dt: u64) -> Result<Tats, TableFull> {
+    t.update(dg, &Unpartitioned, now, |tats| {
+        let n = Tats {
+            burst: tats.burst.max(now) + dt,
+            sustained: tats.sustained.max(now) + dt,
+        };
+        Apply::Write(n, n)
+    })
+}
+
+#[test]
+fn full_table_fails_closed_and_reclaims_full_slots() {
+    let t: Table = Table::new(4);
+    for n in 0..4 {
+        charge(&t, d(n), 0, 100).unwrap();
+    }
+    assert_eq!(charge(&t, d(9), 50, 100), Err(TableFull));
+    // An existing identity keeps its state.
+    assert_eq!(charge(&t, d(0), 50, 100).unwrap().burst, 200);
+    // At 100 the others are full again and may be reclaimed; identity 0 is not.
+    assert!(charge(&t, d(9), 100, 100).is_ok());
+    assert_eq!(
+        t.peek(d(0)),
+        Some(Tats {
+            burst: 200,
+            sustained: 200
+        })
+    );
+    assert_eq!(
+        t.peek(d(9)),
+        Some(Tats {
+            burst: 200,
+            sustained: 200
+        })
+    );
+}
+
+#[test]
+fn slot_is_one_line() {
+    assert_eq!(core::mem::size_of::<Slot>(), 64);
+    assert_eq!(core::mem::align_of::<Slot>(), 64);
+    assert_eq!(
+        Table::<Identities>::new(1000).memory_bytes(),
+        1000 * 64 + core::mem::size_of::<Table>()
+    );
+}
+
+/// A claimer with a cap per partition and the count `Claimer` asks for: the tenants'
+/// table's rule, without its table.
+pub(super) struct Capped<'a> {
+    pub(super) partition: Digest,
+    pub(super) cap: u64,
+    pub(super) held: &'a std::cell::RefCell<std::collections::HashMap<Digest, u64>>,
+}
+
+impl Claimer for Capped<'_> {
+    fn partition(&self) -> Digest {
+        self.partition
+    }
+    fn reserve(&self, _: u64) -> bool {
+        let mut held = self.held.borrow_mut();
+        let n = held.entry(self.partition).or_default();
+        *n < self.cap && {
+            *n += 1;
+            true
+        }
+    }
+    fn release(&self, _: u64) {
+        *self.held.borrow_mut().get_mut(&self.partition).unwrap() -= 1;
+    }
+    fn evict(&self, old: Digest, _: u64) {
+        let mut held = self.held.borrow_mut();
+        let n = held
+            .get_mut(&old)
+            .expect("evicts a partition that holds slots");
+        *n -= 1;
+    }
+}
+
+/// A partition at its cap still reuses its own reclaimable slot when another partition's
+/// is there too, is refused another partition's, and every count stays the number of slots
+/// that record the partition.
+#[test]
+fn partitions_reuse_their_own_slots_and_counts_stay_exact() {
+    let t: Table = Table::new(3);
+    let held = Held::default();
+    let (pa, pb) = (PA, PB);
+    let (a, b) = (Capped::new(pa, 2, &held), Capped::new(pb, 1, &held));
+    let put = |c: &Capped, who: u64, now: u64| put(&t, c, who, now);
+    let counts = || {
+        let h = held.borrow();
+        (h.get(&pa).copied(), h.get(&pb).copied())
+    };
+    put(&a, 1, 0).unwrap();
+    put(&b, 2, 0).unwrap();
+    put(&a, 3, 0).unwrap();
+    assert_eq!(counts(), (Some(2), Some(1)));
+    assert_eq!(put(&b, 4, 50), Err(TableFull), "no slot is reclaimable yet");
+    // At 100 identity 1 is refreshed; 2 (B's) and 3 (A's) are full and reclaimable.
+    put(&a, 1, 100).unwrap();
+    assert!(
+        put(&b, 4, 100).is_ok(),
+        "B, at its cap, reuses its own slot"
+    );
+    assert_eq!((t.peek(d(2)), t.peek(d(3)).is_some()), (None, true));
+    assert_eq!(counts(), (Some(2), Some(1)));
+    // Only A's slot is reclaimable now: B at its cap may not take it, and A's occupant
+    // is put back as it was.
+    assert_eq!(put(&b, 5, 100), Err(TableFull));
+    assert_eq!(t.peek(d(3)), Some(Tats::full(100)));
+    assert_eq!(counts(), (Some(2), Some(1)));
+    // With room under its cap B takes it, and A has one slot less.
+    let b2 = Capped { cap: 2, ..b };
+    put(&b2, 5, 100).unwrap();
+    assert_eq!((t.peek(d(3)), t.peek(d(5)).is_some()), (None, true));
+    assert_eq!(counts(), (Some(1), Some(2)));
+}
+
+/// The two partitions of the capped tests, and the count of each.
+pub(super) const PA: Digest = Digest { hi: 7, lo: 7 };
+pub(super) const PB: Digest = Digest { hi: 8, lo: 8 };
+pub(super) type Held = std::cell::RefCell<std::collections::HashMap<Digest, u64>>;
+
+impl<'a> Capped<'a> {
+    pub(super) fn new(partition: Digest, cap: u64, held: &'a Held) -> Capped<'a> {
+        Capped {
+            partition,
+            cap,
+            held,
+        }
+    }
+}
+
+/// `who` charged 100 ns of both buckets at `now`, claiming a slot for `c` if it has none.
+fn put(t: &Table, c: &Capped, who: u64, now: u64) -> Result<(), TableFull> {
+    t.update(d(who), c, now, |tats| {
+        let n = Tats {
+            burst: tats.burst.max(now) + 100,
+            sustained: tats.sustained.max(now) + 100,
+        };
+        Apply::Write(n, ())
+    })
+}
+
+/// A claim takes a never-used slot before another partition's reclaimable one, whose
+/// occupant, full but perhaps a light live caller, would have to claim again.
+#[test]
+fn a_never_used_slot_is_taken_before_another_partitions() {
+    let t: Table = Table::new(3);
+    let held = Held::default();
+    let (pa, pb) = (PA, PB);
+    let (a, b) = (Capped::new(pa, 3, &held), Capped::new(pb, 3, &held));
+    let put = |c: &Capped, who: u64, now: u64| put(&t, c, who, now);
+    // Both identities have home 0: A's is in slot 0, reclaimable from 100 on.
+    assert_eq!((t.home(d(1)), t.home(d(2))), (0, 0));
+    put(&a, 1, 0).unwrap();
+    put(&b, 2, 100).unwrap();
+    assert_eq!(
+        t.peek(d(1)),
+        Some(Tats::full(100)),
+        "A's identity keeps its slot"
+    );
+    assert_eq!(t.peek(d(2)), Some(Tats::full(200)));
+    let h = held.borrow();
+    assert_eq!((h.get(&pa), h.get(&pb)), (Some(&1), Some(&1)));
+}
