@@ -121,7 +121,12 @@ impl Limiter {
     fn decide_n(&self, cfg: &Config, key: &Key<'_>, n: u32, now: u64) -> Verdict {
         let class = cfg.class(key.class);
         let computed = match self.charge_n(cfg, key, n, now) {
-            Ok(_) => Decision::Admit,
+            Ok(receipt) => {
+                if let Some(r) = receipt {
+                    self.counted(cfg, key, &r);
+                }
+                Decision::Admit
+            }
             Err(Refusal::Decided(refused)) => refused,
             Err(Refusal::Stale) => {
                 return self.decide_n(&self.engine.config.load(), key, n, self.now());
@@ -135,7 +140,10 @@ impl Limiter {
     fn decide(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Verdict {
         let class = cfg.class(key.class);
         let computed = match self.charge(cfg, key, class.limits.unit(), 1, now) {
-            Ok(_) => Decision::Admit,
+            Ok(r) => {
+                self.counted(cfg, key, &r);
+                Decision::Admit
+            }
             Err(Refusal::Decided(refused)) => refused,
             Err(Refusal::Stale) => return self.decide_again(key),
         };

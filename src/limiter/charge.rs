@@ -20,6 +20,9 @@ pub(super) struct Receipt {
     tokens: u64,
     slots: u64,
     capacity: Option<Taken>,
+    /// The admission left less than `observability.near_limit` of the burst: the caller
+    /// counts it once the decision is final (a decision tried again after a reload is not).
+    pub(super) near_limit: bool,
 }
 
 /// A charge's refusal, or the news that a newer profile was published since the config the
@@ -102,21 +105,22 @@ impl Limiter {
                     Err(short) => Apply::Keep(Err(Some(short))),
                 }
             });
-        let receipt = |capacity| Receipt {
+        let receipt = |capacity, near_limit| Receipt {
             digest,
             tenant,
             class,
             tokens: slots,
             slots,
             capacity,
+            near_limit,
         };
+        // Near the limit: the burst left after this admission is below the profile's share
+        // (one comparison; see `config::near_limit_tokens`).
         let admitted = |burst: u64, capacity| {
-            // Near the limit: the burst left after this admission is below the profile's
-            // share (one comparison; see `config::near_limit_tokens`).
-            if burst - now > cfg.class(key.class).near_limit_debt {
-                self.engine.near_limit(cfg, key);
-            }
-            Ok(receipt(capacity))
+            Ok(receipt(
+                capacity,
+                burst - now > cfg.class(key.class).near_limit_debt,
+            ))
         };
         match charged {
             Ok(Ok(burst)) => match &cfg.capacity {
@@ -124,7 +128,7 @@ impl Limiter {
                 Some(cap) => match cap.take(&self.tenants, tenant, key, now, slots) {
                     Ok(taken) => admitted(burst, Some(taken)),
                     Err(refused) => {
-                        self.refund(cfg, &receipt(None));
+                        self.refund(cfg, &receipt(None, false));
                         Err(refused.into())
                     }
                 },
@@ -212,6 +216,15 @@ impl Limiter {
             });
         if stale == Some(true) {
             self.refund(&self.engine.config.load(), r);
+        }
+    }
+
+    /// Counts an admission that came near the limit (see [`Receipt::near_limit`]), once the
+    /// decision that made it is final.
+    #[inline]
+    pub(super) fn counted(&self, cfg: &Config, key: &Key<'_>, r: &Receipt) {
+        if r.near_limit {
+            self.engine.near_limit(cfg, key);
         }
     }
 
