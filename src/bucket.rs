@@ -33,6 +33,18 @@ use crate::profile::{MAX_PERIOD_NANOS, MAX_TOKENS};
 /// at most), so only a conversion from a fast class to one of a token in months can reach it.
 pub(crate) const DEBT_CAP: u64 = 1 << 56;
 
+/// A debt of `debt` ns counted in emission interval `from`, owed in the same tokens under
+/// `to`: `ceil(debt * to / from)` ns, capped at [`DEBT_CAP`] (the same debt if the intervals
+/// are equal). `from` is at least 1 (a validated profile's, or a snapshot's, checked).
+#[inline]
+pub(crate) fn debt_in(debt: u64, from: u64, to: u64) -> u64 {
+    if from == to {
+        return debt;
+    }
+    let owed = u128::from(debt) * u128::from(to);
+    owed.div_ceil(u128::from(from)).min(u128::from(DEBT_CAP)) as u64
+}
+
 /// One bucket's rate, in the integers the hot path uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Rate {
@@ -81,12 +93,10 @@ impl Rate {
     /// (`tat <= at`) owes nothing under any rate and is kept as it is.
     #[inline]
     pub(crate) fn convert(self, to: Rate, tat: u64, at: u64) -> u64 {
-        if tat <= at || self.t == to.t {
+        if tat <= at {
             return tat;
         }
-        let debt = u128::from(tat - at) * u128::from(to.t);
-        let debt = debt.div_ceil(u128::from(self.t)).min(u128::from(DEBT_CAP));
-        at + debt as u64
+        at + debt_in(tat - at, self.t, to.t)
     }
 
     /// Whole tokens left at `now` in a bucket at `tat`.

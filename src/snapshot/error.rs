@@ -19,7 +19,7 @@ pub enum SnapshotError {
     UnsupportedVersion {
         /// The version in the file.
         found: u32,
-        /// The version this build reads.
+        /// The newest version this build reads (it reads every version from 1 to this one).
         supported: u32,
     },
     /// The input ended before the snapshot did.
@@ -82,7 +82,7 @@ impl fmt::Display for SnapshotError {
             SnapshotError::NotASnapshot => f.write_str("not a tollgate snapshot (wrong magic bytes)"),
             SnapshotError::UnsupportedVersion { found, supported } => write!(
                 f,
-                "snapshot format version {found} is not supported (this build reads version {supported})"
+                "snapshot format version {found} is not supported (this build reads versions 1 to {supported})"
             ),
             SnapshotError::Truncated { offset } => write!(
                 f,

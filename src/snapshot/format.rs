@@ -1,4 +1,4 @@
-//! The snapshot file format, version 1: its constants, and the two ends of it (a writer that
+//! The snapshot file format, version 2: its constants, and the two ends of it (a writer that
 //! checksums what it writes, a reader that checksums what it reads and tells a truncated file
 //! by where it ended). All integers are little-endian.
 //!
@@ -7,13 +7,19 @@
 //!          · fingerprint [16] (keyed hash of the key secret, never the secret)
 //!          · ipv4_prefix u8 · ipv6_prefix u8
 //!          · classes u16, then per class: name length u8 · name (handle order)
+//!            · burst t u64 · sustained t u64 (the emission intervals, in ns, the debts are
+//!              counted in: a restore under other limits converts them in tokens)
 //!          · wall u64 (ns since the Unix epoch at the reference instant)
 //!          · header CRC-32 u32 (of the header bytes before it)
-//! records  per identity that was not full, by ascending slot index, 52 bytes each:
-//!          slot u32 · digest hi u64 · lo u64 · partition hi u64 · lo u64
+//! records  per identity that was not full, by ascending slot index, 54 bytes each:
+//!          slot u32 · class u16 (index in the header's classes; 0xFFFF not known)
+//!          · digest hi u64 · lo u64 · partition hi u64 · lo u64
 //!          · burst debt u64 · sustained debt u64   (ns until full, at the reference instant)
 //! end      marker u32 = 0xFFFF_FFFF · records u64 · CRC-32 u32 (of every byte before it)
 //! ```
+//!
+//! Version 1 (still read) has neither the intervals nor the record's class (52-byte records):
+//! its debts are restored as they are, in time.
 
 use std::io::{self, Read, Write};
 
@@ -21,8 +27,11 @@ use super::SnapshotError;
 use crate::identity::Digest;
 
 pub(crate) const MAGIC: [u8; 8] = *b"\x7fTGSNAP\n";
-/// The one version this build reads and writes.
-pub(crate) const VERSION: u32 = 1;
+/// The version this build writes; it reads every version from 1 to this one.
+pub(crate) const VERSION: u32 = 2;
+/// A record's class when the snapshot does not know it (an identity restored from a version 1
+/// file and not charged since, or of a class a reload added while the snapshot was taken).
+pub(crate) const NO_CLASS: u16 = u16::MAX;
 /// Where the records end (no slot index is this large: `MAX_CAPACITY` is 2^30).
 pub(crate) const END: u32 = u32::MAX;
 const _: () = assert!(crate::profile::MAX_CAPACITY < END as u64);
@@ -34,10 +43,14 @@ pub(crate) const MAX_DEBT: u64 = crate::bucket::DEBT_CAP;
 /// What the header records.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Header {
+    pub(crate) version: u32,
     pub(crate) slots: u64,
     pub(crate) fingerprint: [u8; 16],
     pub(crate) prefixes: (u8, u8),
     pub(crate) classes: Vec<String>,
+    /// Per class, the burst's and the sustained bucket's emission intervals (ns) the debts
+    /// are counted in; empty in version 1.
+    pub(crate) intervals: Vec<[u64; 2]>,
     pub(crate) wall: u64,
 }
 
@@ -45,13 +58,15 @@ pub(crate) struct Header {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Record {
     pub(crate) slot: u32,
+    /// Its route class, an index in the header's classes (`None`: not known).
+    pub(crate) class: Option<u16>,
     pub(crate) digest: Digest,
     pub(crate) partition: Digest,
     pub(crate) burst: u64,
     pub(crate) sustained: u64,
 }
 
-/// Bytes of a record after its slot index.
+/// Bytes of a record after its slot index and class.
 const RECORD_REST: usize = 48;
 
 /// A writer that checksums and counts what it writes.
@@ -77,7 +92,8 @@ impl<W: Write> Output<W> {
     }
 
     pub(crate) fn header(&mut self, h: &Header) -> io::Result<()> {
-        let mut b = Vec::with_capacity(64 + 65 * h.classes.len());
+        debug_assert_eq!(h.intervals.len(), h.classes.len());
+        let mut b = Vec::with_capacity(64 + 81 * h.classes.len());
         b.extend_from_slice(&MAGIC);
         b.extend_from_slice(&VERSION.to_le_bytes());
         b.extend_from_slice(&h.slots.to_le_bytes());
@@ -86,12 +102,14 @@ impl<W: Write> Output<W> {
         let count = u16::try_from(h.classes.len())
             .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "too many route classes"))?;
         b.extend_from_slice(&count.to_le_bytes());
-        for name in &h.classes {
+        for (name, [burst, sustained]) in h.classes.iter().zip(&h.intervals) {
             // Profile names are 1 to 64 bytes (`MAX_NAME_LEN`).
             let len = u8::try_from(name.len())
                 .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "class name too long"))?;
             b.push(len);
             b.extend_from_slice(name.as_bytes());
+            b.extend_from_slice(&burst.to_le_bytes());
+            b.extend_from_slice(&sustained.to_le_bytes());
         }
         b.extend_from_slice(&h.wall.to_le_bytes());
         let crc = crc32fast::hash(&b);
@@ -100,8 +118,9 @@ impl<W: Write> Output<W> {
     }
 
     pub(crate) fn record(&mut self, r: &Record) -> io::Result<()> {
-        let mut b = [0u8; 4 + RECORD_REST];
+        let mut b = [0u8; 6 + RECORD_REST];
         b[0..4].copy_from_slice(&r.slot.to_le_bytes());
+        b[4..6].copy_from_slice(&r.class.unwrap_or(NO_CLASS).to_le_bytes());
         for (i, v) in [
             r.digest.hi,
             r.digest.lo,
@@ -113,7 +132,7 @@ impl<W: Write> Output<W> {
         .into_iter()
         .enumerate()
         {
-            b[4 + 8 * i..12 + 8 * i].copy_from_slice(&v.to_le_bytes());
+            b[6 + 8 * i..14 + 8 * i].copy_from_slice(&v.to_le_bytes());
         }
         self.put(&b)
     }
@@ -134,6 +153,8 @@ pub(crate) struct Input<R: Read> {
     inner: io::BufReader<R>,
     crc: crc32fast::Hasher,
     pub(crate) offset: u64,
+    /// The header's version, once read: the records' layout.
+    version: u32,
 }
 
 impl<R: Read> Input<R> {
@@ -142,6 +163,7 @@ impl<R: Read> Input<R> {
             inner: io::BufReader::with_capacity(1 << 16, r),
             crc: crc32fast::Hasher::new(),
             offset: 0,
+            version: VERSION,
         }
     }
 
@@ -204,7 +226,7 @@ impl<R: Read> Input<R> {
         self.offset = 8;
         h.extend_from_slice(&magic);
         let version = u32::from_le_bytes(self.bytes(&mut h)?);
-        if version != VERSION {
+        if !(1..=VERSION).contains(&version) {
             return Err(SnapshotError::UnsupportedVersion {
                 found: version,
                 supported: VERSION,
@@ -214,7 +236,7 @@ impl<R: Read> Input<R> {
         let fingerprint = self.bytes::<16>(&mut h)?;
         let prefixes = (self.u8(&mut h)?, self.u8(&mut h)?);
         let count = u16::from_le_bytes(self.bytes(&mut h)?);
-        let mut classes = Vec::new();
+        let (mut classes, mut intervals) = (Vec::new(), Vec::new());
         for _ in 0..count {
             let len = usize::from(self.u8(&mut h)?);
             let mut name = vec![0; len];
@@ -222,6 +244,10 @@ impl<R: Read> Input<R> {
             h.extend_from_slice(&name);
             // Not UTF-8 is corrupt, and the checksum below says so first if it is.
             classes.push(String::from_utf8_lossy(&name).into_owned());
+            if version >= 2 {
+                let burst = u64::from_le_bytes(self.bytes(&mut h)?);
+                intervals.push([burst, u64::from_le_bytes(self.bytes(&mut h)?)]);
+            }
         }
         let wall = u64::from_le_bytes(self.bytes(&mut h)?);
         let expected = crc32fast::hash(&h);
@@ -232,11 +258,14 @@ impl<R: Read> Input<R> {
                 offset: self.offset - 4,
             });
         }
+        self.version = version;
         Ok(Header {
+            version,
             slots,
             fingerprint,
             prefixes,
             classes,
+            intervals,
             wall,
         })
     }
@@ -249,11 +278,20 @@ impl<R: Read> Input<R> {
         if slot == END {
             return Ok(None);
         }
+        let class = match self.version {
+            1 => None,
+            _ => {
+                let mut c = [0; 2];
+                self.take(&mut c)?;
+                Some(u16::from_le_bytes(c)).filter(|&c| c != NO_CLASS)
+            }
+        };
         let mut b = [0u8; RECORD_REST];
         self.take(&mut b)?;
         let v = |i: usize| u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
         Ok(Some(Record {
             slot,
+            class,
             digest: Digest { hi: v(0), lo: v(1) },
             partition: Digest { hi: v(2), lo: v(3) },
             burst: v(4),

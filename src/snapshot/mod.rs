@@ -24,12 +24,18 @@
 //! abuse a deploy to reset, is in the buckets, and those are kept. Which identity slots a
 //! tenant holds is rebuilt from the restored slots.
 //!
-//! **The format** (version 1, little-endian; see `format.rs` for the byte layout): a header
+//! **The format** (version 2, little-endian; see `format.rs` for the byte layout): a header
 //! (magic, version, table size, a 128-bit keyed fingerprint of the key secret, never the
-//! secret, the anonymous prefixes, the route class names in handle order, the wall clock, a
-//! CRC-32 of the header), then per identity its slot index, digest, tenant digest and both
-//! debts (52 bytes), then an end marker, the record count and a CRC-32 of everything. No raw
-//! tenant or principal id is in it, only the keyed digests the table holds.
+//! secret, the anonymous prefixes, the route class names in handle order with the emission
+//! intervals the debts are counted in, the wall clock, a CRC-32 of the header), then per
+//! identity its slot index, route class, digest, tenant digest and both debts (54 bytes), then
+//! an end marker, the record count and a CRC-32 of everything. No raw tenant or principal id
+//! is in it, only the keyed digests the table holds.
+//!
+//! **Under other limits** (a profile changed across the restart) a debt carries over as on a
+//! reload, in tokens: `d` ns owed at the reference instant under an emission interval `t` are
+//! `ceil(d * t' / t)` ns under `t'`, then paid down by the downtime. Version 1 files (no
+//! intervals) are still read; their debts are restored in time, as they were written.
 //!
 //! **Refused** (nothing changed): another key secret, no key secret, another
 //! `identities.capacity`, other anonymous prefixes, route classes renamed, removed or reordered

@@ -6,8 +6,8 @@ use std::io::Read;
 
 use super::format::{Header, Input, Record, MAX_DEBT};
 use super::{RestoreError, RestoreStats, SnapshotError};
-use crate::bucket::Tats;
-use crate::config;
+use crate::bucket::{debt_in, Tats};
+use crate::config::{self, Config};
 use crate::identity::Digest;
 use crate::limiter::{Builder, Limiter};
 use crate::table::{Occupant, Tag};
@@ -17,8 +17,9 @@ impl Builder {
     /// the same key secret, `identities.capacity`, anonymous prefixes and route classes; the
     /// limits themselves may have changed, as on a reload).
     ///
-    /// What each bucket owed at the snapshot is paid down by the wall-clock time since; a wall
-    /// clock that reads earlier than the snapshot counts as no time at all, so a restore never
+    /// What each bucket owed at the snapshot, in tokens (converted to the new limits as a
+    /// reload converts, rounded up), is paid down by the wall-clock time since; a wall clock
+    /// that reads earlier than the snapshot counts as no time at all, so a restore never
     /// leaves a bucket fuller than it was. Shared-capacity windows start empty.
     ///
     /// A refused snapshot changes nothing; the error says why and gives the builder back:
@@ -73,12 +74,12 @@ fn restore(b: Builder, reader: impl Read) -> Result<(Limiter, RestoreStats), Sna
         if malformed.is_some() {
             continue;
         }
-        if let Err(what) = check_record(&limiter, &r, previous) {
+        if let Err(what) = check_record(&limiter, &header, &r, previous) {
             malformed = Some(SnapshotError::Malformed { offset, what });
             continue;
         }
         previous = Some(r.slot);
-        apply(&limiter, &r, now, elapsed, &mut stats);
+        apply(&limiter, &header, &r, now, elapsed, &mut stats);
     }
     let count = input.end()?;
     if let Some(e) = malformed {
@@ -113,6 +114,22 @@ fn check_header(b: &Builder, secret: &[u8], h: &Header) -> Result<(), SnapshotEr
             profile: prefixes,
         });
     }
+    // Emission intervals no profile has would make the conversion divide by zero, or say
+    // nothing true.
+    let max = crate::profile::MAX_PERIOD_NANOS;
+    if let Some(i) = h
+        .intervals
+        .iter()
+        .position(|t| t.iter().any(|t| !(1..=max).contains(t)))
+    {
+        return Err(SnapshotError::Malformed {
+            offset: 0,
+            what: format!(
+                "the header gives class {:?} the emission intervals {:?} ns",
+                h.classes[i], h.intervals[i]
+            ),
+        });
+    }
     // A new limiter numbers its classes in profile order (`Config::new`).
     let mut names = p.route_classes.iter().map(|(n, _)| n);
     for (index, want) in h.classes.iter().enumerate() {
@@ -131,8 +148,15 @@ fn check_header(b: &Builder, secret: &[u8], h: &Header) -> Result<(), SnapshotEr
 }
 
 /// A record no snapshot of this table would write is refused.
-fn check_record(l: &Limiter, r: &Record, previous: Option<u32>) -> Result<(), String> {
+fn check_record(l: &Limiter, h: &Header, r: &Record, previous: Option<u32>) -> Result<(), String> {
     let valid = |d: Digest| d.lo & 1 == 1;
+    if let Some(c) = r.class.filter(|&c| usize::from(c) >= h.classes.len()) {
+        return Err(format!(
+            "slot {}: route class {c} of {} in the header",
+            r.slot,
+            h.classes.len()
+        ));
+    }
     if (r.slot as usize) >= l.table.capacity() {
         return Err(format!(
             "slot {} of a table of {}",
@@ -163,8 +187,33 @@ fn check_record(l: &Limiter, r: &Record, previous: Option<u32>) -> Result<(), St
     Ok(())
 }
 
-/// Puts one checked record back, paid down by `elapsed`.
-fn apply(l: &Limiter, r: &Record, now: u64, elapsed: u64, stats: &mut RestoreStats) {
+/// What a record's buckets owe under the profile being restored into, in ns at the snapshot's
+/// reference instant: the same tokens as in the intervals the header gives (rounded up, as a
+/// reload converts), for a record of a class the snapshot does not know the most any of its
+/// classes' conversions gives (never less than written), and for a version 1 snapshot, which
+/// has no intervals, the time as written.
+fn owed(cfg: &Config, h: &Header, r: &Record) -> (u64, u64) {
+    let convert = |c: usize| {
+        let ([burst, sustained], to) = (h.intervals[c], cfg.classes[c].limits);
+        (
+            debt_in(r.burst, burst, to.burst.t),
+            debt_in(r.sustained, sustained, to.sustained.t),
+        )
+    };
+    match r.class {
+        _ if h.intervals.is_empty() => (r.burst, r.sustained),
+        Some(c) => convert(usize::from(c)),
+        None => (0..h.classes.len())
+            .map(convert)
+            .fold((r.burst, r.sustained), |(b, s), (b2, s2)| {
+                (b.max(b2), s.max(s2))
+            }),
+    }
+}
+
+/// Puts one checked record back, converted to the profile's limits and paid down by `elapsed`.
+fn apply(l: &Limiter, h: &Header, r: &Record, now: u64, elapsed: u64, stats: &mut RestoreStats) {
+    let cfg = l.engine.config.load();
     // A snapshot read while the identity moved to a later slot holds it twice: the later read
     // is the later state, so it replaces the earlier.
     if let Some(partition) = l.table.forget_restored(r.digest) {
@@ -172,9 +221,10 @@ fn apply(l: &Limiter, r: &Record, now: u64, elapsed: u64, stats: &mut RestoreSta
         stats.restored -= 1;
         stats.duplicates += 1;
     }
+    let (burst, sustained) = owed(&cfg, h, r);
     let (burst, sustained) = (
-        r.burst.saturating_sub(elapsed),
-        r.sustained.saturating_sub(elapsed),
+        burst.saturating_sub(elapsed),
+        sustained.saturating_sub(elapsed),
     );
     if burst == 0 && sustained == 0 {
         stats.expired += 1;
@@ -195,10 +245,10 @@ fn apply(l: &Limiter, r: &Record, now: u64, elapsed: u64, stats: &mut RestoreSta
                 burst: now + burst,
                 sustained: now + sustained,
             },
-            // A new limiter's epoch; the class is not in the format (a reload's re-tag then
-            // converts with the largest debt any class would give, `Config::convert`).
+            // A new limiter's epoch. Without a class (version 1, or not known) a reload's
+            // re-tag converts with the largest debt any class would give (`Config::convert`).
             tag: Tag::of(0),
-            class: None,
+            class: r.class.map(usize::from),
         },
     );
     stats.restored += 1;

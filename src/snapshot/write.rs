@@ -2,8 +2,9 @@
 //! the table's own atomic loads; no lock, no pause of admits.
 
 use std::io::{self, Write};
+use std::sync::Arc;
 
-use super::format::{Header, Output, Record};
+use super::format::{Header, Output, Record, NO_CLASS, VERSION};
 use super::SnapshotStats;
 use crate::limiter::Limiter;
 use crate::table::Occupant;
@@ -23,12 +24,20 @@ impl Limiter {
         let wall = self.wall.unix_nanos();
         let anon = cfg.profile.anonymous;
         let header = Header {
+            version: VERSION,
             slots: self.table.capacity() as u64,
             fingerprint: self.engine.hasher.fingerprint(),
             prefixes: (anon.ipv4_prefix.get(), anon.ipv6_prefix.get()),
             classes: cfg.classes.iter().map(|c| c.name.to_string()).collect(),
+            intervals: cfg
+                .classes
+                .iter()
+                .map(|c| [c.limits.burst.t, c.limits.sustained.t])
+                .collect(),
             wall,
         };
+        // The debts are written in the intervals of the header's profile, `first`.
+        let first = Arc::clone(&cfg);
         let mut cfg = cfg;
         let mut out = Output::new(writer);
         out.header(&header)?;
@@ -58,12 +67,26 @@ impl Limiter {
                 // Indistinguishable from a new identity: nothing to keep.
                 continue;
             }
+            // A reload while the snapshot is taken: the debt is counted back in the header's
+            // intervals, in tokens as of the reference instant (rounded up: never fuller). A
+            // class the header does not have is written as not known.
+            let class = o
+                .class
+                .filter(|&c| c < first.classes.len() && c < usize::from(NO_CLASS));
+            let tats = match class {
+                Some(c) if cfg.epoch != first.epoch => {
+                    let to = first.classes[c].limits;
+                    cfg.classes[c].limits.convert(to, o.tats, reference)
+                }
+                _ => o.tats,
+            };
             out.record(&Record {
                 slot: i as u32,
+                class: class.map(|c| c as u16),
                 digest: o.digest,
                 partition: o.partition,
-                burst: o.tats.burst.saturating_sub(reference),
-                sustained: o.tats.sustained.saturating_sub(reference),
+                burst: tats.burst.saturating_sub(reference),
+                sustained: tats.sustained.saturating_sub(reference),
             })?;
             identities += 1;
         }

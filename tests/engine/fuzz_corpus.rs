@@ -53,11 +53,11 @@ fn snapshot_reader_corpus() {
     replay("snapshot_reader", fuzz::snapshot_reader::check);
 }
 
-/// The checked-in valid seed is what this build writes: version 1 of the format has not
+/// The checked-in valid seed is what this build writes: version 2 of the format has not
 /// drifted (a deliberate change bumps the version and regenerates the seed).
 #[test]
 fn snapshot_format_is_stable() {
-    let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/snapshot_reader/seed-valid");
+    let seed = corpus("snapshot_reader/seed-valid");
     let checked_in = std::fs::read(&seed).unwrap();
     assert_eq!(
         checked_in,
@@ -65,17 +65,40 @@ fn snapshot_format_is_stable() {
         "{} differs from what this build writes",
         seed.display()
     );
+    // Header 88 bytes (two one-letter classes and their intervals), 54 a record, 16 the end.
+    let restored = restored(&checked_in);
+    assert_eq!(restored, (checked_in.len() as u64 - 88 - 16) / 54);
+    assert!(
+        restored > 20,
+        "the seed has the identities it was made with"
+    );
+}
+
+/// A version 1 snapshot (the seed the previous format wrote) is still read, every identity.
+#[test]
+fn snapshot_format_version_1_is_still_read() {
+    let v1 = std::fs::read(corpus("snapshot_reader/seed-valid-v1")).unwrap();
+    assert_eq!(u32::from_le_bytes(v1[8..12].try_into().unwrap()), 1);
+    // Header 56 bytes (two one-letter classes), 52 a record, 16 the end.
+    let restored = restored(&v1);
+    assert_eq!(restored, (v1.len() as u64 - 56 - 16) / 52);
+    assert!(restored > 20);
+}
+
+fn corpus(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fuzz/corpus")
+        .join(name)
+}
+
+/// Identities a restore of `snapshot` under the fuzz profile puts back.
+fn restored(snapshot: &[u8]) -> u64 {
     let (clock, _) = tollgate::quanta::Clock::mock();
     let (_, stats) = tollgate::Limiter::builder(fuzz::snapshot_reader::profile())
         .clock(clock)
         .key_secret(fuzz::snapshot_reader::SECRET)
         .wall_clock(|| std::time::UNIX_EPOCH)
-        .restore(&checked_in[..])
+        .restore(snapshot)
         .unwrap();
-    // Header 56 bytes (two one-letter classes), 52 a record, 16 the end.
-    assert_eq!(stats.restored, (checked_in.len() as u64 - 56 - 16) / 52);
-    assert!(
-        stats.restored > 20,
-        "the seed has the identities it was made with"
-    );
+    stats.restored
 }

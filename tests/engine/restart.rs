@@ -237,13 +237,13 @@ fn corrupt_truncated_and_foreign_snapshots_are_refused() {
             "byte {i}: {e}"
         );
     }
-    let mut v2 = snap.clone();
-    v2[8] = 2;
+    let mut v3 = snap.clone();
+    v3[8] = 3;
     assert!(matches!(
-        refused(&v2, example(4096)).cause(),
+        refused(&v3, example(4096)).cause(),
         SnapshotError::UnsupportedVersion {
-            found: 2,
-            supported: 1
+            found: 3,
+            supported: 2
         }
     ));
     let mut magic = snap.clone();
@@ -493,4 +493,125 @@ fn a_checkpoint_that_cannot_write_reports_and_keeps_going() {
     assert!(l
         .checkpoint(&path, Duration::ZERO)
         .is_err_and(|e| e.kind() == std::io::ErrorKind::InvalidInput));
+}
+
+/// One class, `api`, with the burst given (a sustained bucket that never binds), on 4096 slots.
+fn api(burst: &str) -> Profile {
+    Profile::from_yaml(&format!(
+        "name: api\nidentities: {{ capacity: 4096 }}\nroute_classes:\n  api:\n    \
+         burst: {burst}\n    sustained: {{ tokens: 100000, per: 1h }}\n"
+    ))
+    .unwrap()
+}
+
+/// Admits `key` until refused; how many were admitted.
+fn drain(l: &Limiter, key: &Key<'_>) -> u32 {
+    let mut n = 0;
+    while l.admit(key).is_admit() {
+        n += 1;
+    }
+    n
+}
+
+/// A restart under other limits carries each debt in tokens, as a reload does: 100 taken
+/// under 100/1s are owed under 100/10s as 100 tokens (the first in 100 ms), where carried in
+/// time they would have been 1 s of a 10 s bucket (90 more at once); and 100 taken under
+/// 100/10s owe 100 tokens of 10 ms under 100/1s (the first in 10 ms, not 9 s).
+#[test]
+fn a_restart_under_other_limits_carries_the_debt_in_tokens() {
+    for (before, after, first) in [
+        ("{ tokens: 100, per: 1s }", "{ tokens: 100, per: 10s }", 100),
+        ("{ tokens: 100, per: 10s }", "{ tokens: 100, per: 1s }", 10),
+    ] {
+        let wall = Wall::at(t0());
+        let (old, _mock) = process(api(before), &wall);
+        let key = |l: &Limiter| {
+            Key::authenticated("acme", "alice", l.route_class("api").unwrap()).unwrap()
+        };
+        assert_eq!(drain(&old, &key(&old)), 100);
+        let mut snap = Vec::new();
+        old.snapshot(&mut snap).unwrap();
+
+        let (clock, mock) = Clock::mock();
+        let (new, stats) = wall.builder(api(after), clock).restore(&snap[..]).unwrap();
+        assert_eq!(stats.restored, 1);
+        match new.admit(&key(&new)) {
+            Decision::Throttle {
+                bucket: BucketKind::Burst,
+                retry_after,
+            } => assert_eq!(
+                retry_after,
+                Duration::from_millis(first),
+                "{before} to {after}"
+            ),
+            other => panic!("{before} to {after}: {other:?}"),
+        }
+        mock.increment(Duration::from_millis(first));
+        assert_eq!(drain(&new, &key(&new)), 1, "{before} to {after}");
+    }
+}
+
+/// A writer that reloads the limiter to another profile on its first write: the snapshot's
+/// buffer (64 KiB) fills after about 1,200 records, so the records after those are read under the new
+/// profile while the header already gives the old one's intervals.
+struct ReloadOnFirstWrite<'a> {
+    limiter: &'a Limiter,
+    profile: Option<Profile>,
+    out: Vec<u8>,
+}
+
+impl std::io::Write for ReloadOnFirstWrite<'_> {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        if let Some(p) = self.profile.take() {
+            self.limiter.reload(p).unwrap();
+        }
+        self.out.extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A reload while a snapshot is written: the records read after it are counted back in the
+/// header's intervals, so a restore under the old profile finds every identity as it was.
+#[test]
+fn a_reload_during_a_snapshot_writes_every_debt_in_the_headers_intervals() {
+    let wall = Wall::at(t0());
+    let (old, _mock) = process(api("{ tokens: 100, per: 1s }"), &wall);
+    let class = old.route_class("api").unwrap();
+    // 20 tenants of 100 principals ("7p1234": tenant "7p"), the table half full.
+    let names: Vec<String> = (0..2000).map(|i| format!("{}p{i}", i % 20)).collect();
+    for (i, n) in names.iter().enumerate() {
+        let k = Key::authenticated(&n[..2], n, class).unwrap();
+        for _ in 0..=(i % 7) {
+            assert!(old.admit(&k).is_admit());
+        }
+    }
+    let before: Vec<u64> = names
+        .iter()
+        .map(|n| {
+            old.remaining(&Key::authenticated(&n[..2], n, class).unwrap())
+                .burst
+        })
+        .collect();
+    let mut w = ReloadOnFirstWrite {
+        limiter: &old,
+        profile: Some(api("{ tokens: 100, per: 10s }")),
+        out: Vec::new(),
+    };
+    let written = old.snapshot(&mut w).unwrap();
+    assert_eq!(written.identities, 2000);
+    assert!(w.profile.is_none(), "the reload came during the snapshot");
+
+    let (new, stats) = restart(&w.out, api("{ tokens: 100, per: 1s }"), &wall).unwrap();
+    assert_eq!(stats.restored, 2000);
+    let after: Vec<u64> = names
+        .iter()
+        .map(|n| {
+            new.remaining(&Key::authenticated(&n[..2], n, class).unwrap())
+                .burst
+        })
+        .collect();
+    assert_eq!(before, after);
 }
