@@ -1,5 +1,5 @@
-//! The coarse clock (`Builder::coarse_clock`): decisions follow the clock through the ticking
-//! thread, the interval is checked, and the thread ends with its limiter.
+//! The coarse clock (`Builder::coarse_clock`): decisions and reloads follow the clock through
+//! the ticking thread, the interval is checked, and the thread ends with its limiter.
 
 use std::time::{Duration, Instant};
 
@@ -60,6 +60,21 @@ fn decisions_follow_the_ticks_and_the_thread_ends_with_the_limiter() {
         std::thread::sleep(Duration::from_millis(1));
     }
     assert_eq!(l.admit(&k), Decision::Admit);
+    // A reload takes effect at the last tick, the instant decisions see: the token owed (1 s
+    // under 1/1s) is owed under 1/10s as 10 s.
+    l.reload(profile(8, &[(1, 10_000, 10, 60_000)])).unwrap();
+    assert!(matches!(
+        l.admit(&k),
+        Decision::Throttle { retry_after, .. } if retry_after == Duration::from_secs(10)
+    ));
+    mock.increment(Duration::from_secs(10));
+    let start = Instant::now();
+    while l.peek(&k) != Decision::Admit {
+        assert!(start.elapsed() < Duration::from_secs(10), "no tick in 10 s");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(l.admit(&k), Decision::Admit);
+    assert!(!l.admit(&k).is_admit());
     drop(l);
     #[cfg(target_os = "linux")]
     await_coarse_threads(0);
