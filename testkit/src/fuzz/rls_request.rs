@@ -40,24 +40,22 @@ use std::sync::Arc;
 
 use tollgate::http::{policy_header, RequestId, BURST_POLICY, SUSTAINED_POLICY};
 use tollgate::quanta::{Clock, Mock};
-use tollgate::{BucketKind, Decision, Key, Limiter, Profile};
-use tollgate_server::envoy_types::pb::envoy::extensions::common::ratelimit::v3::{
-    rate_limit_descriptor::Entry, RateLimitDescriptor,
-};
+use tollgate::{BucketKind, Decision, Key, Limiter, Profile, Refused, RouteClass};
 use tollgate_server::envoy_types::pb::envoy::service::ratelimit::v3::rate_limit_response::{
     rate_limit::Unit, Code, DescriptorStatus, RateLimit,
 };
 use tollgate_server::envoy_types::pb::envoy::service::ratelimit::v3::{
     RateLimitRequest, RateLimitResponse,
 };
-use tollgate_server::envoy_types::pb::google::protobuf::{Duration as PbDuration, UInt64Value};
-use tollgate_server::request::{MAX_DOMAIN_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
+use tollgate_server::envoy_types::pb::google::protobuf::Duration as PbDuration;
 use tollgate_server::RateLimiter;
 
 mod expect;
+mod input;
 mod model;
 
 use expect::*;
+use input::*;
 use model::*;
 
 /// The served domain.
@@ -104,9 +102,6 @@ const LIMITS: [[(u32, Unit); 2]; 2] = [
     [(2, Unit::Second), (5, Unit::Minute)],
 ];
 
-/// A marker in the tables: read a length byte and that many input bytes.
-const RAW: &str = "\u{0}raw";
-
 /// Identities: none of them may appear in any response (but a caller's own request id echoed).
 const IDENTITIES: [&str; 7] = [
     "tenant-acme",
@@ -118,116 +113,9 @@ const IDENTITIES: [&str; 7] = [
     "2001:db8::7",
 ];
 
-fn keys() -> [String; 16] {
-    [
-        "tenant",
-        "user",
-        "class",
-        "remote_address",
-        "generic_key",
-        "x-request-id",
-        "tenant",
-        "user",
-        "class",
-        "remote_address",
-        "other",
-        "",
-        RAW,
-        "Tenant",
-        "", // replaced below: a key at the bound
-        "", // replaced below: a key one byte above it
-    ]
-    .map(str::to_owned)
-    .into_iter()
-    .enumerate()
-    .map(|(i, k)| match i {
-        14 => "k".repeat(MAX_KEY_LEN),
-        15 => "k".repeat(MAX_KEY_LEN + 1),
-        _ => k,
-    })
-    .collect::<Vec<_>>()
-    .try_into()
-    .unwrap()
-}
-
-fn values() -> [String; 16] {
-    let mut v = [
-        IDENTITIES[0],
-        IDENTITIES[1],
-        IDENTITIES[2],
-        IDENTITIES[3],
-        "read",
-        "write",
-        "reports",
-        IDENTITIES[4],
-        IDENTITIES[5],
-        IDENTITIES[6],
-        "not-an-ip",
-        "",
-        RAW,
-        "nope",
-        "",
-        "",
-    ]
-    .map(str::to_owned);
-    v[14] = "v".repeat(MAX_VALUE_LEN);
-    v[15] = "v".repeat(MAX_VALUE_LEN + 1);
-    v
-}
-
 /// A long run of the bound-sized values' letter: an identity too (it may be a tenant id).
 fn long_value_run() -> String {
     "v".repeat(64)
-}
-
-/// Request `hits_addend` choices.
-const REQUEST_HITS: [u32; 8] = [0, 1, 2, 3, 5, 1_000, u32::MAX - 1, u32::MAX];
-/// Descriptor `hits_addend` choices (bits 0-3: 0-7 unset, 8-14 these, 15 `is_negative_hits`).
-const DESCRIPTOR_HITS: [u64; 7] = [0, 1, 2, 3, u32::MAX as u64, u32::MAX as u64 + 1, u64::MAX];
-/// Descriptor counts: small ones mostly, `admit_all`'s inline bound (8) and above, the
-/// request bound and above, and none.
-const DESCRIPTORS: [usize; 16] = [1, 1, 2, 2, 3, 3, 4, 0, 8, 9, 5, 6, 64, 65, 1, 2];
-/// Entry counts per descriptor.
-const ENTRIES: [usize; 16] = [0, 1, 2, 2, 3, 3, 3, 4, 4, 5, 6, 1, 2, 3, 32, 33];
-/// Domains: a `RAW` one, empty, at the bound and above.
-fn domains() -> [String; 8] {
-    [
-        DOMAIN.to_owned(),
-        DOMAIN.to_owned(),
-        DOMAIN.to_owned(),
-        "other".to_owned(),
-        String::new(),
-        RAW.to_owned(),
-        "d".repeat(MAX_DOMAIN_LEN),
-        "d".repeat(MAX_DOMAIN_LEN + 1),
-    ]
-}
-
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-    /// `choice`, or for [`RAW`] up to 63 input bytes as lossy UTF-8.
-    fn text(&mut self, choice: &str) -> String {
-        if choice != RAW {
-            return choice.to_owned();
-        }
-        let n = usize::from(self.u8() % 64).min(self.0.len());
-        let (s, rest) = self.0.split_at(n);
-        self.0 = rest;
-        String::from_utf8_lossy(s).into_owned()
-    }
 }
 
 /// Polls a future of the embedded backend once: it decides without waiting.
@@ -235,41 +123,6 @@ fn ready<F: Future>(f: F) -> F::Output {
     match pin!(f).poll(&mut Context::from_waker(Waker::noop())) {
         Poll::Ready(v) => v,
         Poll::Pending => panic!("the embedded limiter's service never waits"),
-    }
-}
-
-fn request(b: &mut Bytes<'_>, keys: &[String; 16], values: &[String; 16]) -> RateLimitRequest {
-    let d = usize::from(b.u8() % 8);
-    let domain = b.text(&domains()[d]);
-    let hits_addend = REQUEST_HITS[usize::from(b.u8() % 8)];
-    let count = DESCRIPTORS[usize::from(b.u8() % 16)];
-    let descriptors = (0..count)
-        .map(|_| {
-            let f = b.u8();
-            let sel = f & 15;
-            let entries = (0..ENTRIES[usize::from(f >> 4)])
-                .map(|_| {
-                    let e = b.u8();
-                    Entry {
-                        key: b.text(&keys[usize::from(e & 15)]),
-                        value: b.text(&values[usize::from(e >> 4)]),
-                    }
-                })
-                .collect();
-            RateLimitDescriptor {
-                entries,
-                limit: None,
-                hits_addend: (8..15).contains(&sel).then(|| UInt64Value {
-                    value: DESCRIPTOR_HITS[usize::from(sel - 8)],
-                }),
-                is_negative_hits: sel == 15,
-            }
-        })
-        .collect();
-    RateLimitRequest {
-        domain,
-        descriptors,
-        hits_addend,
     }
 }
 
@@ -293,49 +146,82 @@ fn build(profile: Profile) -> (Limiter, Arc<Mock>) {
     (limiter, mock)
 }
 
+/// One input's run: the served limiter behind the service, its twin the model decides on,
+/// and the identities whose `peek` is part of the compared state.
+struct Run {
+    service: RateLimiter<Limiter>,
+    limiter: Arc<Limiter>,
+    server_clock: Arc<Mock>,
+    twin: Limiter,
+    twin_clock: Arc<Mock>,
+    classes: [RouteClass; 2],
+    probes: Vec<Key<'static>>,
+    refuse_unknown: bool,
+    refuse_unmatched: bool,
+    expose: bool,
+}
+
 /// Runs one input; panics on a failed check.
 pub fn check(data: &[u8]) {
     let mut b = Bytes(data);
-    let flags = b.u8();
-    let (server_limiter, server_clock) = build(profile(flags));
-    let (twin, twin_clock) = build(profile(flags));
-    let service = RateLimiter::new(Arc::new(server_limiter)).expect("the profile has rules");
-    let limiter = Arc::clone(service.backend());
-    let classes = [
-        twin.route_class("read").unwrap(),
-        twin.route_class("write").unwrap(),
-    ];
-    let (refuse_unknown, refuse_unmatched, expose) =
-        (flags & 1 == 1, flags >> 1 & 1 == 1, flags >> 2 & 1 == 1);
-    let ips: Vec<IpAddr> = IDENTITIES[4..].iter().map(|a| a.parse().unwrap()).collect();
-    let mut probes = Vec::new();
-    for c in classes {
-        for t in &IDENTITIES[..2] {
-            for p in &IDENTITIES[2..4] {
-                probes.push(Key::authenticated(t, p, c).unwrap());
-            }
-        }
-        probes.extend(ips.iter().map(|ip| Key::anonymous(*ip, c)));
-    }
+    let run = Run::new(b.u8());
     let (keys, values) = (keys(), values());
     let mut ops = 0;
     while !b.0.is_empty() && ops < 64 {
         ops += 1;
         let op = b.u8();
-        let step = match op % 8 {
-            0 => Some(u64::from(b.u16()) * 100_000),
-            1 => Some(u64::from(b.u16()) * 1_000_000_000),
-            _ => None,
-        };
-        if let Some(d) = step {
-            server_clock.increment(d);
-            twin_clock.increment(d);
-            continue;
+        match op % 8 {
+            0 => run.advance(u64::from(b.u16()) * 100_000),
+            1 => run.advance(u64::from(b.u16()) * 1_000_000_000),
+            _ => run.request(&request(&mut b, &keys, &values)),
         }
-        let req = request(&mut b, &keys, &values);
-        let before = state(&limiter, &probes);
-        let got = ready(service.should_rate_limit(&req, None));
-        let after = state(&limiter, &probes);
+    }
+}
+
+impl Run {
+    fn new(flags: u8) -> Run {
+        let (server_limiter, server_clock) = build(profile(flags));
+        let (twin, twin_clock) = build(profile(flags));
+        let service = RateLimiter::new(Arc::new(server_limiter)).expect("the profile has rules");
+        let limiter = Arc::clone(service.backend());
+        let classes = [
+            twin.route_class("read").unwrap(),
+            twin.route_class("write").unwrap(),
+        ];
+        let ips: Vec<IpAddr> = IDENTITIES[4..].iter().map(|a| a.parse().unwrap()).collect();
+        let mut probes = Vec::new();
+        for c in classes {
+            for t in &IDENTITIES[..2] {
+                for p in &IDENTITIES[2..4] {
+                    probes.push(Key::authenticated(t, p, c).unwrap());
+                }
+            }
+            probes.extend(ips.iter().map(|ip| Key::anonymous(*ip, c)));
+        }
+        Run {
+            service,
+            limiter,
+            server_clock,
+            twin,
+            twin_clock,
+            classes,
+            probes,
+            refuse_unknown: flags & 1 == 1,
+            refuse_unmatched: flags >> 1 & 1 == 1,
+            expose: flags >> 2 & 1 == 1,
+        }
+    }
+
+    fn advance(&self, nanos: u64) {
+        self.server_clock.increment(nanos);
+        self.twin_clock.increment(nanos);
+    }
+
+    /// Serves `req` and checks the answer and the state against the model.
+    fn request(&self, req: &RateLimitRequest) {
+        let before = state(&self.limiter, &self.probes);
+        let got = ready(self.service.should_rate_limit(req, None));
+        let after = state(&self.limiter, &self.probes);
         let unchanged = || {
             assert!(
                 before == after,
@@ -354,157 +240,176 @@ pub fn check(data: &[u8]) {
             Err(status) => status.message().to_owned(),
         };
         text.push('\n');
-        no_identity(&text, &req, &own_ids);
+        no_identity(&text, req, &own_ids);
 
-        let Some(costs) = model_costs(&req) else {
-            let status = got.expect_err("a malformed request is refused");
-            assert_eq!(status.code(), tonic::Code::InvalidArgument, "{req:?}");
+        let refused_with = |got: Result<RateLimitResponse, tonic::Status>, code, why: &str| {
+            let status = got.expect_err(why);
+            assert_eq!(status.code(), code, "{req:?}");
             unchanged();
-            continue;
+        };
+        let Some(costs) = model_costs(req) else {
+            return refused_with(
+                got,
+                tonic::Code::InvalidArgument,
+                "a malformed request is refused",
+            );
         };
         if req.domain != DOMAIN {
-            if refuse_unknown {
-                let status = got.expect_err("an unknown domain is refused");
-                assert_eq!(status.code(), tonic::Code::NotFound, "{req:?}");
-            } else {
-                let resp = got.expect("an unknown domain is answered OK");
-                assert_eq!(resp.overall_code, Code::Ok as i32);
-                assert_eq!(resp.statuses, vec![bare_ok(); req.descriptors.len()]);
-                assert!(resp.response_headers_to_add.is_empty(), "{resp:?}");
-                assert!(resp.raw_body.is_empty(), "{resp:?}");
+            if self.refuse_unknown {
+                return refused_with(got, tonic::Code::NotFound, "an unknown domain is refused");
             }
-            unchanged();
-            continue;
+            let resp = got.expect("an unknown domain is answered OK");
+            assert_eq!(resp.overall_code, Code::Ok as i32);
+            assert_eq!(resp.statuses, vec![bare_ok(); req.descriptors.len()]);
+            assert!(resp.response_headers_to_add.is_empty(), "{resp:?}");
+            assert!(resp.raw_body.is_empty(), "{resp:?}");
+            return unchanged();
         }
-        let (items, at) = match plan(&req, &costs, classes, refuse_unmatched) {
+        let (items, at) = match plan(req, &costs, self.classes, self.refuse_unmatched) {
             Plan::Invalid => {
-                let status = got.expect_err("a descriptor that makes no key is refused");
-                assert_eq!(status.code(), tonic::Code::InvalidArgument, "{req:?}");
-                unchanged();
-                continue;
+                let why = "a descriptor that makes no key is refused";
+                return refused_with(got, tonic::Code::InvalidArgument, why);
             }
             Plan::Denied => {
-                let status = got.expect_err("an unmatched descriptor is refused");
-                assert_eq!(status.code(), tonic::Code::PermissionDenied, "{req:?}");
-                unchanged();
-                continue;
+                let why = "an unmatched descriptor is refused";
+                return refused_with(got, tonic::Code::PermissionDenied, why);
             }
             Plan::Decide { items, at } => (items, at),
         };
-        let want = twin.admit_all(&items);
+        let want = self.twin.admit_all(&items);
         assert!(
-            state(&twin, &probes) == after,
+            state(&self.twin, &self.probes) == after,
             "the server charged other keys or costs than the model maps: {req:?}"
         );
-        let class_of = |k: &Key<'_>| usize::from(k.class() == classes[1]);
-        let policy = |k: &Key<'_>| {
-            policy_header(
-                twin.profile()
-                    .route_classes
-                    .iter()
-                    .nth(class_of(k))
-                    .unwrap()
-                    .1,
-            )
-        };
-        let remaining = |k: &Key<'_>, kind: BucketKind| {
-            if !expose {
-                return 0;
-            }
-            let r = twin.remaining(k);
-            let left = match kind {
-                BucketKind::Burst => r.burst,
-                BucketKind::Sustained => r.sustained,
-            };
-            u32::try_from(left).unwrap_or(u32::MAX)
-        };
         match want {
-            Ok(()) => {
-                let resp = got.expect("admitted");
-                assert_eq!(resp.overall_code, Code::Ok as i32, "{req:?}");
-                let statuses: Vec<DescriptorStatus> = at
-                    .iter()
-                    .map(|slot| match slot {
-                        None => bare_ok(),
-                        Some(j) => {
-                            let k = &items[*j].0;
-                            limited(
-                                Code::Ok,
-                                class_of(k),
-                                BucketKind::Burst,
-                                None,
-                                remaining(k, BucketKind::Burst),
-                            )
-                        }
-                    })
-                    .collect();
-                assert_eq!(resp.statuses, statuses, "{req:?}");
-                let headers: Vec<(String, String)> = items
-                    .first()
-                    .map(|(k, _)| {
-                        (
-                            "ratelimit-policy".to_owned(),
-                            policy(k).to_str().unwrap().to_owned(),
-                        )
-                    })
-                    .into_iter()
-                    .collect();
-                assert_eq!(headers_of(&resp), headers, "{req:?}");
-                assert!(resp.raw_body.is_empty());
-            }
+            Ok(()) => self.admitted(req, got, &items, &at),
             Err(refused) => {
                 unchanged();
-                let key = &items[refused.index].0;
-                let (kind, wait) = match refused.decision {
-                    Decision::Throttle { bucket, .. } => (bucket, refused.decision.retry_after()),
-                    Decision::Exceeds { bucket } => (bucket, None),
-                    Decision::Unavailable { .. } => {
-                        let status = got.expect_err("shared capacity is UNAVAILABLE");
-                        assert_eq!(status.code(), tonic::Code::Unavailable, "{req:?}");
-                        continue;
-                    }
-                    Decision::Admit => unreachable!("a refusal"),
-                };
-                let resp = got.expect("over limit");
-                assert_eq!(resp.overall_code, Code::OverLimit as i32, "{req:?}");
-                let statuses: Vec<DescriptorStatus> = at
-                    .iter()
-                    .map(|slot| match slot {
-                        Some(j) if *j == refused.index => limited(
-                            Code::OverLimit,
-                            class_of(key),
-                            kind,
-                            wait,
-                            remaining(key, kind),
-                        ),
-                        _ => bare_ok(),
-                    })
-                    .collect();
-                assert_eq!(resp.statuses, statuses, "{req:?}");
-                let headers = headers_of(&resp);
-                let header = |name: &str| {
-                    headers
-                        .iter()
-                        .find(|(k, _)| k == name)
-                        .map(|(_, v)| v.as_str())
-                };
-                assert_eq!(header("ratelimit-policy"), policy(key).to_str().ok());
-                assert_eq!(header("cache-control"), Some("no-store"));
-                assert_eq!(
-                    header("retry-after").is_some(),
-                    wait.is_some(),
-                    "{headers:?}"
-                );
-                let id = header("x-request-id").expect("a request id");
-                match own_ids.first().and_then(|v| RequestId::parse(v)) {
-                    Some(own) => assert_eq!(id, own.as_str()),
-                    None => assert!(
-                        id.len() == 32 && id.bytes().all(|c| c.is_ascii_hexdigit()),
-                        "a fresh id, not {id:?}"
-                    ),
-                }
-                assert!(!resp.raw_body.is_empty(), "a problem body");
+                self.refused(req, got, &items, &at, refused, &own_ids);
             }
         }
+    }
+
+    /// The route class's place (read 0, write 1).
+    fn class_of(&self, k: &Key<'_>) -> usize {
+        usize::from(k.class() == self.classes[1])
+    }
+
+    /// The `RateLimit-Policy` of `k`'s class.
+    fn policy(&self, k: &Key<'_>) -> String {
+        let profile = self.twin.profile();
+        let class = profile
+            .route_classes
+            .iter()
+            .nth(self.class_of(k))
+            .unwrap()
+            .1;
+        policy_header(class).to_str().unwrap().to_owned()
+    }
+
+    /// The caller's own tokens left in the bucket, as the response shows them.
+    fn remaining(&self, k: &Key<'_>, kind: BucketKind) -> u32 {
+        if !self.expose {
+            return 0;
+        }
+        let r = self.twin.remaining(k);
+        let left = match kind {
+            BucketKind::Burst => r.burst,
+            BucketKind::Sustained => r.sustained,
+        };
+        u32::try_from(left).unwrap_or(u32::MAX)
+    }
+
+    /// Every item admitted: OK, each decided descriptor with its class's burst and what is
+    /// left, the first item's policy, no body.
+    fn admitted(
+        &self,
+        req: &RateLimitRequest,
+        got: Result<RateLimitResponse, tonic::Status>,
+        items: &[(Key<'_>, u32)],
+        at: &[Option<usize>],
+    ) {
+        let resp = got.expect("admitted");
+        assert_eq!(resp.overall_code, Code::Ok as i32, "{req:?}");
+        let statuses: Vec<DescriptorStatus> = at
+            .iter()
+            .map(|slot| match slot {
+                None => bare_ok(),
+                Some(j) => {
+                    let k = &items[*j].0;
+                    let left = self.remaining(k, BucketKind::Burst);
+                    limited(Code::Ok, self.class_of(k), BucketKind::Burst, None, left)
+                }
+            })
+            .collect();
+        assert_eq!(resp.statuses, statuses, "{req:?}");
+        let headers: Vec<(String, String)> = items
+            .first()
+            .map(|(k, _)| ("ratelimit-policy".to_owned(), self.policy(k)))
+            .into_iter()
+            .collect();
+        assert_eq!(headers_of(&resp), headers, "{req:?}");
+        assert!(resp.raw_body.is_empty());
+    }
+
+    /// An item refused: `UNAVAILABLE` for shared capacity, else `OVER_LIMIT` with the refused
+    /// descriptor's status, the policy, `Retry-After` when a wait helps, the request id (the
+    /// caller's own, or a fresh one) and a problem body.
+    fn refused(
+        &self,
+        req: &RateLimitRequest,
+        got: Result<RateLimitResponse, tonic::Status>,
+        items: &[(Key<'_>, u32)],
+        at: &[Option<usize>],
+        refused: Refused,
+        own_ids: &[&str],
+    ) {
+        let key = &items[refused.index].0;
+        let (kind, wait) = match refused.decision {
+            Decision::Throttle { bucket, .. } => (bucket, refused.decision.retry_after()),
+            Decision::Exceeds { bucket } => (bucket, None),
+            Decision::Unavailable { .. } => {
+                let status = got.expect_err("shared capacity is UNAVAILABLE");
+                assert_eq!(status.code(), tonic::Code::Unavailable, "{req:?}");
+                return;
+            }
+            Decision::Admit => unreachable!("a refusal"),
+        };
+        let resp = got.expect("over limit");
+        assert_eq!(resp.overall_code, Code::OverLimit as i32, "{req:?}");
+        let statuses: Vec<DescriptorStatus> = at
+            .iter()
+            .map(|slot| match slot {
+                Some(j) if *j == refused.index => {
+                    let left = self.remaining(key, kind);
+                    limited(Code::OverLimit, self.class_of(key), kind, wait, left)
+                }
+                _ => bare_ok(),
+            })
+            .collect();
+        assert_eq!(resp.statuses, statuses, "{req:?}");
+        let headers = headers_of(&resp);
+        let header = |name: &str| {
+            headers
+                .iter()
+                .find(|(k, _)| k == name)
+                .map(|(_, v)| v.as_str())
+        };
+        assert_eq!(header("ratelimit-policy"), Some(self.policy(key).as_str()));
+        assert_eq!(header("cache-control"), Some("no-store"));
+        assert_eq!(
+            header("retry-after").is_some(),
+            wait.is_some(),
+            "{headers:?}"
+        );
+        let id = header("x-request-id").expect("a request id");
+        match own_ids.first().and_then(|v| RequestId::parse(v)) {
+            Some(own) => assert_eq!(id, own.as_str()),
+            None => assert!(
+                id.len() == 32 && id.bytes().all(|c| c.is_ascii_hexdigit()),
+                "a fresh id, not {id:?}"
+            ),
+        }
+        assert!(!resp.raw_body.is_empty(), "a problem body");
     }
 }
