@@ -35,7 +35,7 @@ use state::{AtomicSlotState, SlotState};
 
 use crate::bucket::Tats;
 use crate::identity::Digest;
-use crate::sync::{AtomicU64, Ordering, SpinWait};
+use crate::sync::{fence, AtomicU64, Ordering, SpinWait};
 
 /// How far from its home slot an identity may live.
 pub(crate) const WINDOW: usize = 64;
@@ -262,7 +262,23 @@ impl<K: Kind> Table<K> {
     pub(crate) fn peek_stamped(&self, d: Digest) -> Option<(Tats, Tag)> {
         loop {
             match self.scan(d, self.home(d)) {
-                Scan::Found(_, s) => return Some((s.tats(), s.tag())),
+                Scan::Found(i, s) => {
+                    // No CAS follows to catch a stale pair: the scan read the word, then the
+                    // digest, and a claim may have replaced the occupant in between (the digest
+                    // then the new one's, the word the old one's). So check, as `read_slot`
+                    // does, that the word still holds that occupant. Acquire fence: the digest
+                    // loads may not be satisfied after the re-check; a claim's Release fence
+                    // orders its digest stores after its CAS to BUSY, so a newer occupant's
+                    // digest makes the re-check see a word of another occupant (scan again).
+                    fence(Ordering::Acquire);
+                    // Relaxed: ordered by the fence; only the occupant bits are compared. The
+                    // TATs and tag returned are the scan's Acquire load's (the tag's edge to
+                    // the config generation, `Table::cas_loop`).
+                    let again = self.slots[i].state.load(Ordering::Relaxed);
+                    if again.same_occupant(s) {
+                        return Some((s.tats(), s.tag()));
+                    }
+                }
                 Scan::Absent => return None,
                 Scan::Wait => SpinWait::new().snooze(),
             }

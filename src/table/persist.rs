@@ -44,9 +44,10 @@ impl<K: Kind> Table<K> {
             let (digest, partition, class) = (slot.digest(), slot.partition(), slot.class());
             // Acquire fence: the digest and partition loads above may not be satisfied after
             // the re-check below. A claim that replaced the occupant meanwhile first CASed the
-            // word to BUSY with the next generation (an Acquire RMW, before its digest stores,
-            // and `lock cmpxchg16b` is a full barrier on x86-64), so if we read its digest, the
-            // re-check sees a word of another occupant, and we read again.
+            // word to BUSY with the next generation, then a Release fence, then its digest
+            // stores (`claim.rs`), so if we read its digest, this fence synchronises with that
+            // one and the re-check sees a word of another occupant: we read again.
+            // (`loom-tests/tests/reads.rs` fails without the claim's fence.)
             fence(Ordering::Acquire);
             // Relaxed: ordered by the fence; only the occupant bits are compared.
             let second = slot.state.load(Ordering::Relaxed);
