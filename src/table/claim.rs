@@ -231,17 +231,18 @@ impl<K: Kind> Table<K> {
         slot.set_digest(d);
         slot.set_partition(own);
         slot.set_class(stamp.class);
-        // AcqRel: Release publishes the digest to any later claimer of this home (it loads
-        // `claims` with Acquire before scanning, and then finds our BUSY slot and waits). The
-        // Acquire half adds no edge: the counter only grows, so a success reads the very store
-        // our Acquire load of `seq` read, and nothing after it reads another thread's data
-        // (Release would do; on x86-64 both are the same `lock cmpxchg`).
+        // Release: publishes the digest to any later claimer of this home (it loads `claims`
+        // with Acquire before scanning, and then finds our BUSY slot and waits). No Acquire:
+        // the counter only grows (one a commit), so a success reads the very store (the one
+        // that wrote `seq`) our Acquire load of `seq` read and synchronised with, and nothing
+        // after it reads another thread's data (we apply `f` to our own BUSY word and
+        // publish). Failure Relaxed: we start over with fresh Acquire loads.
         let committed = self.slots[home]
             .claims
             .compare_exchange(
                 seq,
                 seq.wrapping_add(1),
-                Ordering::AcqRel,
+                Ordering::Release,
                 Ordering::Relaxed,
             )
             .is_ok();

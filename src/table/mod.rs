@@ -381,15 +381,22 @@ impl<K: Kind> Table<K> {
                 Apply::Keep(r) => return Some(r),
                 Apply::Write(tats, r) => (tats, r),
             };
-            // Success Relaxed would do (the word is the whole state, and an RMW of any ordering
-            // continues the release sequence of the claim's publish: no loom model fails with
-            // both orderings Relaxed, loom-tests/README.md); AcqRel costs nothing more on x86
-            // (`lock cmpxchg16b` is a full barrier). Failure Acquire: a different occupant's
-            // word sends us back to scan, which reloads with Acquire anyway.
+            // Release on success: the word carries the epoch tag of the config `f` decided
+            // under, and a decision that reads it (an Acquire load, or this failure's) then
+            // loads the config generation (`ConfigCell::latest`): a tag newer than its config
+            // is told apart from an older epoch's by that load alone, so it must see the
+            // generation our `f` saw (the Release / Acquire pair makes it so). The TATs need
+            // no ordering (the word is the whole state; an RMW of any ordering continues the
+            // release sequence of the claim's publish, so later readers still see its digest),
+            // and after a success nothing is read: no Acquire. Failure Acquire: the word
+            // returned goes to `f` (its tag, then the generation), as above; a different
+            // occupant's word sends us back to scan, which reloads with Acquire. loom does not
+            // check the tag's edge: the generation is a std atomic under loom
+            // (`sync::unmodelled`); see loom-tests/README.md.
             match slot.state.compare_exchange(
                 seen,
                 seen.stamped(tats, tag),
-                Ordering::AcqRel,
+                Ordering::Release,
                 Ordering::Acquire,
             ) {
                 Ok(_) => return Some(r),

@@ -106,9 +106,10 @@ impl<K: Kind> Table<K> {
         let word = SlotState::EMPTY
             .claimed(Tats::full(0), o.tag)
             .published(o.tats);
-        // Release: as a claim's publish (the limiter is handed to other threads later, through
-        // whatever synchronises that hand-over, so Relaxed would do; Release costs nothing here).
-        slot.state.store(word, Ordering::Release);
+        // Relaxed: no other thread sees this table yet (module doc); the limiter is handed to
+        // them later through whatever synchronises that hand-over (a spawn, a lock, an `Arc`
+        // sent on a channel), which carries every store of the restore with it.
+        slot.state.store(word, Ordering::Relaxed);
     }
 
     /// If `d` is already in its window (a snapshot taken while the identity moved from one slot
@@ -131,13 +132,15 @@ impl<K: Kind> Table<K> {
     }
 
     /// A used slot that matches nobody and is counted for nobody, full since time zero: what a
-    /// claim that lost its commit leaves (see `claim.rs`), reclaimable by any partition.
+    /// claim that lost its commit leaves (see `claim.rs`), reclaimable by any partition. Only
+    /// for a table being restored.
     fn set_nobody(slot: &Slot) {
         slot.set_digest(Digest::NONE);
         slot.set_partition(Digest::NONE);
         let word = SlotState::EMPTY
             .claimed(Tats::full(0), Tag::of(0))
             .published(Tats::full(0));
-        slot.state.store(word, Ordering::Release);
+        // Relaxed, as in `place_restored`: no other thread sees this table yet.
+        slot.state.store(word, Ordering::Relaxed);
     }
 }
