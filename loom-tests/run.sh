@@ -2,8 +2,8 @@
 # The loom models, exactly as CI runs them. LOOM_MAX_PREEMPTIONS bounds the preemptions loom
 # explores per execution (2 covers every race in these models between two threads; the
 # three-thread model is bounded by it too). Release mode: loom is slow unoptimised.
-# Measured (2 shared cores): 2.3 s of models with 2 preemptions, 17 s with 3, plus the build
-# (4.5 min from clean, about 1 min after a change in src/); see loom-tests/README.md.
+# Times (minutes on 2 shared cores, most of it reload.rs and claim.rs): loom-tests/README.md,
+# "Measured".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debug assertions on in release (sharded-slab's bin/loom.sh): the bucket math's and the state

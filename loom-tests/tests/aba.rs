@@ -13,19 +13,13 @@
 //! Run: `loom-tests/run.sh` (see `admit.rs`).
 #![cfg(tollgate_loom)]
 
-use loom::sync::Arc;
 use loom::thread;
-use tollgate::quanta::Clock;
-use tollgate::{Cause, Decision, Key, Limiter, Profile, Refused};
+use loom_tests::{bucket, key, limiter, SUSTAINED, TABLE_FULL};
+use tollgate::{Decision, Limiter, Refused};
 
 /// Claims of the slot between the scan and the CAS that bring its word back: the generation's
 /// period (`GEN` is 6 bits in `src/table/state.rs`).
 const WRAP: usize = 64;
-
-const TABLE_FULL: Decision = Decision::Unavailable {
-    retry_after: None,
-    cause: Cause::TableFull,
-};
 
 /// A cost above the burst (2 tokens): refused `Exceeds` before the table is touched.
 const TOO_MANY: u32 = 3;
@@ -36,9 +30,7 @@ const TOO_MANY: u32 = 3;
 /// generation, the word of every such claim but for that generation. `TableFull` if another
 /// identity holds the slot live.
 fn claim_and_give_back(l: &Limiter, tenant: &'static str, who: &str) -> Result<(), Refused> {
-    let c = l.route_class("c").unwrap();
-    let k = Key::authenticated(tenant, who, c).unwrap();
-    l.admit_all(&[(k, 1), (k, TOO_MANY)])
+    loom_tests::charge_and_refund(l, tenant, who, 1, TOO_MANY)
 }
 
 /// The executions the model explores (see the module doc).
@@ -58,25 +50,14 @@ fn bounded() -> loom::model::Builder {
     model
 }
 
-fn limiter(p: &Profile) -> (Arc<Limiter>, std::sync::Arc<tollgate::quanta::Mock>) {
-    let (clock, mock) = Clock::mock();
-    let l = Limiter::builder(p.clone())
-        .clock(clock)
-        .key_secret(b"loom")
-        .build()
-        .unwrap();
-    (Arc::new(l), mock)
-}
-
 /// A `peek` of `who` (the slot's first occupant): loads of the slot's word, nothing stored.
 /// Called by the main thread after it yielded to `y` and before it spawns `t`: these loads race
 /// with `y`'s stores to the word (its CAS to `BUSY` first), and a race is where loom's partial
 /// order reduction tries another thread, here the main thread, which then spawns `t` right
 /// before that CAS. The spawn itself races with nothing.
 fn peek_the_slot(l: &Limiter, tenant: &'static str, who: &'static str) {
-    let c = l.route_class("c").unwrap();
     // Any answer: `x0` may have been replaced meanwhile.
-    let _ = l.peek(&Key::authenticated(tenant, who, c).unwrap());
+    let _ = l.peek(&key(l, tenant, who));
 }
 
 /// True if [`claim_and_give_back`] claimed the slot and gave its token back, false if it was
@@ -122,20 +103,13 @@ fn gave_back(r: Result<(), Refused>) -> bool {
 /// point where the bound is already spent).
 #[test]
 fn claim_whose_cas_meets_a_later_occupants_identical_word() {
-    let p = Profile::from_yaml(
-        "name: loom\nidentities: { capacity: 1, tenant_share: 1 }\nroute_classes:\n  c:\n    \
-         burst: { tokens: 2, per: 2s }\n    sustained: { tokens: 100, per: 1s }\n",
-    )
-    .unwrap();
+    let p = loom_tests::profile(1, 1.0, &bucket(2, "2s"), SUSTAINED);
     bounded().check(move || {
         let (l, mock) = limiter(&p);
         assert!(gave_back(claim_and_give_back(&l, "A", "x0")));
         let ty = {
             let l = l.clone();
-            thread::spawn(move || {
-                let c = l.route_class("c").unwrap();
-                l.admit(&Key::authenticated("C", "y", c).unwrap())
-            })
+            thread::spawn(move || l.admit(&key(&l, "C", "y")))
         };
         // `y` starts first; `t` exists only once `y` has been preempted or has ended (see the
         // doc: this is what keeps the exploration small).
@@ -165,10 +139,9 @@ fn claim_whose_cas_meets_a_later_occupants_identical_word() {
         // At 10 s every TAT is in the past: each tenant may take the one slot (its cap), and
         // takes it from the one before (whose count must then drop to zero for its turn).
         mock.increment(std::time::Duration::from_secs(10));
-        let c = l.route_class("c").unwrap();
         for (tenant, who) in [("A", "a"), ("B", "b"), ("C", "c"), ("A", "a2"), ("B", "b2")] {
             assert_eq!(
-                l.admit(&Key::authenticated(tenant, who, c).unwrap()),
+                l.admit(&key(&l, tenant, who)),
                 Decision::Admit,
                 "{tenant}'s count is exact"
             );

@@ -7,31 +7,22 @@
 
 use std::time::Duration;
 
-use loom::sync::Arc;
 use loom::thread;
-use tollgate::quanta::Clock;
-use tollgate::{Cause, Decision, Key, Limiter, Profile};
+use loom_tests::{bucket, key, limiter, SUSTAINED, TABLE_FULL};
+use tollgate::{Decision, Limiter, Profile};
 
+/// `capacity` slots, one tenant (`t`) that may hold them all, burst `burst` tokens a second.
 fn profile(capacity: u32, burst: u32) -> Profile {
-    Profile::from_yaml(&format!(
-        "name: loom\nidentities: {{ capacity: {capacity}, tenant_share: 1 }}\nroute_classes:\n  c:\n    \
-         burst: {{ tokens: {burst}, per: 1s }}\n    sustained: {{ tokens: 100, per: 1s }}\n"
-    ))
-    .unwrap()
+    profile_per(capacity, burst, "1s")
 }
 
-fn limiter(p: &Profile) -> (Arc<Limiter>, std::sync::Arc<tollgate::quanta::Mock>) {
-    let (clock, mock) = Clock::mock();
-    let l = Limiter::builder(p.clone())
-        .clock(clock)
-        .key_secret(b"loom")
-        .build()
-        .unwrap();
-    (Arc::new(l), mock)
+/// As [`profile`], burst `burst` tokens per `per`.
+fn profile_per(capacity: u32, burst: u32, per: &str) -> Profile {
+    loom_tests::profile(capacity, 1.0, &bucket(burst, per), SUSTAINED)
 }
 
 fn admit(l: &Limiter, who: &str) -> Decision {
-    l.admit(&Key::authenticated("t", who, l.route_class("c").unwrap()).unwrap())
+    l.admit(&key(l, "t", who))
 }
 
 /// Two threads admit the same new identity (burst 2): whatever the interleaving of the claim,
@@ -84,26 +75,15 @@ fn same_key_three_threads_never_over_admit() {
 fn reclaim_races_an_admit_of_the_old_identity() {
     let p = profile(1, 1);
     loom::model(move || {
-        let (clock, mock) = Clock::mock();
-        let l = Arc::new(
-            Limiter::builder(p.clone())
-                .clock(clock)
-                .key_secret(b"loom")
-                .build()
-                .unwrap(),
-        );
+        let (l, mock) = limiter(&p);
         assert_eq!(admit(&l, "a"), Decision::Admit);
         mock.increment(Duration::from_secs(2));
         let l2 = l.clone();
         let b = thread::spawn(move || admit(&l2, "b"));
         let a = admit(&l, "a");
         let b = b.join().unwrap();
-        let full = Decision::Unavailable {
-            retry_after: None,
-            cause: Cause::TableFull,
-        };
-        let c = l.route_class("c").unwrap();
-        let peek = |who| l.peek(&Key::authenticated("t", who, c).unwrap());
+        let full = TABLE_FULL;
+        let peek = |who| l.peek(&key(&l, "t", who));
         match (a, b) {
             (Decision::Admit, d) => {
                 assert_eq!(d, full);
@@ -134,7 +114,7 @@ fn reclaim_races_an_admit_of_the_old_identity() {
 /// but it does between the read and the table's loads and CASes, which is the race.)
 #[test]
 fn stale_clock_reading_never_returns_credit() {
-    let p = profile_per(1, "1s");
+    let p = profile_per(4, 1, "1s");
     loom::model(move || {
         let (l, mock) = limiter(&p);
         assert_eq!(admit(&l, "hot"), Decision::Admit);
@@ -153,13 +133,4 @@ fn stale_clock_reading_never_returns_credit() {
             "{admitted} admitted by 1 s (a {a}, b {b}, c {c})"
         );
     });
-}
-
-/// A class `c` of `burst` tokens per `per`, with a large sustained bucket.
-fn profile_per(burst: u32, per: &str) -> Profile {
-    Profile::from_yaml(&format!(
-        "name: loom\nidentities: {{ capacity: 4, tenant_share: 1 }}\nroute_classes:\n  c:\n    \
-         burst: {{ tokens: {burst}, per: {per} }}\n    sustained: {{ tokens: 100, per: 1s }}\n"
-    ))
-    .unwrap()
 }

@@ -7,9 +7,9 @@
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::sync::Arc;
 use loom::thread;
+use loom_tests::limiter;
 use tollgate::__loom::ShardCounter;
-use tollgate::quanta::Clock;
-use tollgate::{Cause, Decision, Key, Limiter, Profile};
+use tollgate::{Cause, Decision, Key, Profile};
 
 /// One slot a window. Two requests read the clock in window 0, one in window 1, and one more
 /// in window 1 after them. Whatever the interleaving, a late window-0 request never resets the
@@ -52,14 +52,7 @@ fn bucket_and_shard_slot_are_charged_together_or_not_at_all() {
     )
     .unwrap();
     loom::model(move || {
-        let (clock, _mock) = Clock::mock();
-        let l = Arc::new(
-            Limiter::builder(p.clone())
-                .clock(clock)
-                .key_secret(b"loom")
-                .build()
-                .unwrap(),
-        );
+        let (l, _mock) = limiter(&p);
         let c = l.route_class("c").unwrap();
         let spawn = |tenant: &'static str| {
             let l = l.clone();

@@ -8,38 +8,30 @@
 
 use std::time::Duration;
 
-use loom::sync::Arc;
 use loom::thread;
-use tollgate::quanta::Clock;
-use tollgate::{Cause, Decision, Key, Limiter, Profile};
+use loom_tests::{bucket, limiter, SUSTAINED, TABLE_FULL};
+use tollgate::{Decision, Key, Limiter, Profile};
 
-/// Burst `burst` tokens per `burst` seconds (one token a second), a large sustained bucket.
+/// `capacity` slots, one tenant may hold them all; burst `burst` tokens per `burst` seconds
+/// (one token a second).
 fn profile(capacity: u32, burst: u32) -> Profile {
-    Profile::from_yaml(&format!(
-        "name: loom\nidentities: {{ capacity: {capacity}, tenant_share: 1 }}\nroute_classes:\n  c:\n    \
-         burst: {{ tokens: {burst}, per: {burst}s }}\n    sustained: {{ tokens: 100, per: 1s }}\n"
-    ))
-    .unwrap()
+    loom_tests::profile(
+        capacity,
+        1.0,
+        &bucket(burst, &format!("{burst}s")),
+        SUSTAINED,
+    )
 }
 
-fn limiter(p: &Profile) -> (Arc<Limiter>, std::sync::Arc<tollgate::quanta::Mock>) {
-    let (clock, mock) = Clock::mock();
-    let l = Limiter::builder(p.clone())
-        .clock(clock)
-        .key_secret(b"loom")
-        .build()
-        .unwrap();
-    (Arc::new(l), mock)
+/// Four slots, two a tenant; burst 2 tokens per 2 s.
+fn two_tenants() -> Profile {
+    loom_tests::profile(4, 0.5, &bucket(2, "2s"), SUSTAINED)
 }
 
+/// The key of principal `who` of the one tenant `t`.
 fn key(l: &Limiter, who: &'static str) -> Key<'static> {
-    Key::authenticated("t", who, l.route_class("c").unwrap()).unwrap()
+    loom_tests::key(l, "t", who)
 }
-
-const TABLE_FULL: Decision = Decision::Unavailable {
-    retry_after: None,
-    cause: Cause::TableFull,
-};
 
 /// Two slots, all empty; two *different* new identities are admitted at once. Whatever the
 /// interleaving of their scans, slot CASes, claim-counter commits and publishes, both are
@@ -127,11 +119,7 @@ fn full_window_reclaim_races_two_claims() {
 /// alone), and `B` gets it in every case.
 #[test]
 fn a_tenant_at_its_cap_reuses_its_own_slot_while_another_claims() {
-    let p = Profile::from_yaml(
-        "name: loom\nidentities: { capacity: 4, tenant_share: 0.5 }\nroute_classes:\n  c:\n    \
-         burst: { tokens: 2, per: 2s }\n    sustained: { tokens: 100, per: 1s }\n",
-    )
-    .unwrap();
+    let p = two_tenants();
     loom::model(move || {
         let (l, mock) = limiter(&p);
         let c = l.route_class("c").unwrap();
@@ -200,11 +188,7 @@ fn home(p: &Profile, tenant: &'static str, who: &'static str) -> u32 {
 /// many (a stale partition read evicts nobody), and a third is refused.
 #[test]
 fn reclaim_of_another_tenants_slot_claimed_under_another_home() {
-    let p = Profile::from_yaml(
-        "name: loom\nidentities: { capacity: 4, tenant_share: 0.5 }\nroute_classes:\n  c:\n    \
-         burst: { tokens: 2, per: 2s }\n    sustained: { tokens: 100, per: 1s }\n",
-    )
-    .unwrap();
+    let p = two_tenants();
     loom::model(move || {
         // Fixed by the key secret; looked up so that the model cannot silently lose its point.
         let x = "x";
@@ -257,5 +241,47 @@ fn reclaim_of_another_tenants_slot_claimed_under_another_home() {
             "A's count is exact"
         );
         assert_eq!(l.admit(&k("A", "a3")), TABLE_FULL, "A is at its cap");
+    });
+}
+
+/// One slot, the clock frozen at 0 s. Thread `t` claims the slot for the new `d`, gives its
+/// token back (so the slot is full: reclaimable), then claims it for the new `e`, which
+/// reclaims `d`'s slot, and gives that token back too. Meanwhile the main thread admits `d`.
+///
+/// The schedule that matters (E3 in `loom-tests/README.md`): the admit's first scan reads the
+/// slot before `d` was claimed (never used: nothing found), its claim path's Acquire load of
+/// the claim counter reads `d`'s commit (so `d`'s digest store is visible to it, and `e`'s not
+/// necessarily), and its claim scan reads the word `e`'s claim published. Only the claim scan's
+/// Acquire load of that word makes `e`'s digest store visible; read without it, the digest may
+/// still be `d`'s beside `e`'s word, the scan "finds" `d` there and charges `e`'s state as
+/// `d`'s (the word is the latest one, so the CAS succeeds). The claim counter does not order
+/// it: the CAS of a found identity commits nothing.
+///
+/// Whatever the interleaving: `e`'s state is its own (full: its token was given back), and if
+/// the main thread's admit of `d` was admitted, that charge is `d`'s.
+#[test]
+fn an_admit_never_matches_an_occupant_that_was_reclaimed_meanwhile() {
+    let p = profile(1, 2);
+    loom::model(move || {
+        let (l, _mock) = limiter(&p);
+        let tt = {
+            let l = l.clone();
+            thread::spawn(move || {
+                for who in ["d", "e"] {
+                    // Refused in any case (`TableFull` if the slot is live).
+                    let _ = loom_tests::charge_and_refund(&l, "t", who, 1, 3);
+                }
+            })
+        };
+        // A scheduling point: spawning is not one.
+        thread::yield_now();
+        let d = l.admit(&key(&l, "d"));
+        tt.join().unwrap();
+        assert_eq!(l.remaining(&key(&l, "e")).burst, 2, "e has its own state");
+        match d {
+            Decision::Admit => assert_eq!(l.remaining(&key(&l, "d")).burst, 1, "d was charged"),
+            TABLE_FULL => {}
+            other => panic!("d got {other:?}"),
+        }
     });
 }

@@ -16,17 +16,13 @@
 
 use std::time::Duration;
 
-use loom::sync::Arc;
 use loom::thread;
-use tollgate::quanta::Clock;
-use tollgate::{BucketKind, Decision, Key, Limiter, Profile};
+use loom_tests::limiter;
+use tollgate::{BucketKind, Decision, Key, Profile};
 
+/// Four slots, one tenant may hold them all.
 fn profile(burst: &str, sustained: &str) -> Profile {
-    Profile::from_yaml(&format!(
-        "name: loom\nidentities: {{ capacity: 4, tenant_share: 1 }}\nroute_classes:\n  c:\n    \
-         burst: {burst}\n    sustained: {sustained}\n"
-    ))
-    .unwrap()
+    loom_tests::profile(4, 1.0, burst, sustained)
 }
 
 /// Old limits: burst 1 a second, sustained 1 a second. New limits: burst 2 per 2 s and
@@ -49,14 +45,7 @@ fn reload_racing_two_admits_never_mixes_profiles() {
     let old = profile("{ tokens: 1, per: 1s }", "{ tokens: 1, per: 1s }");
     let new = profile("{ tokens: 2, per: 2s }", "{ tokens: 2, per: 4s }");
     loom::model(move || {
-        let (clock, _mock) = Clock::mock();
-        let l = Arc::new(
-            Limiter::builder(old.clone())
-                .clock(clock)
-                .key_secret(b"loom")
-                .build()
-                .unwrap(),
-        );
+        let (l, _mock) = limiter(&old);
         let c = l.route_class("c").unwrap();
         let handles: Vec<_> = (0..2)
             .map(|_| {
@@ -109,14 +98,7 @@ fn reloads_racing_admits_never_forgive_debt() {
     let big = profile("{ tokens: 2, per: 2s }", "{ tokens: 100, per: 1s }");
     let small = profile("{ tokens: 1, per: 1s }", "{ tokens: 100, per: 1s }");
     loom::model(move || {
-        let (clock, _mock) = Clock::mock();
-        let l = Arc::new(
-            Limiter::builder(big.clone())
-                .clock(clock)
-                .key_secret(b"loom")
-                .build()
-                .unwrap(),
-        );
+        let (l, _mock) = limiter(&big);
         let c = l.route_class("c").unwrap();
         let k = Key::authenticated("t", "p", c).unwrap();
         assert!(l.admit(&k).is_admit() && l.admit(&k).is_admit());
@@ -159,14 +141,7 @@ fn retag_racing_an_admit_keeps_the_debt_in_tokens() {
     let b = profile("{ tokens: 4, per: 1s }", "{ tokens: 100, per: 1s }");
     let c = profile("{ tokens: 1, per: 500ms }", "{ tokens: 100, per: 1s }");
     loom::model(move || {
-        let (clock, _mock) = Clock::mock();
-        let l = Arc::new(
-            Limiter::builder(a.clone())
-                .clock(clock)
-                .key_secret(b"loom")
-                .build()
-                .unwrap(),
-        );
+        let (l, _mock) = limiter(&a);
         let class = l.route_class("c").unwrap();
         let k = Key::authenticated("t", "p", class).unwrap();
         let idle = Key::authenticated("t", "q", class).unwrap();

@@ -16,7 +16,7 @@
 use super::{Kind, Slot, SlotState, Stamp, Table, TableFull, Tag, WINDOW};
 use crate::bucket::Tats;
 use crate::identity::Digest;
-use crate::sync::{Ordering, SpinWait};
+use crate::sync::{fence, Ordering, SpinWait};
 use crate::table::Apply;
 
 /// The partition a claim is made for, and its account of occupied slots. Called only on the
@@ -171,10 +171,9 @@ impl<K: Kind> Table<K> {
         }
         let slot: &Slot = &self.slots[c.i];
         let busy = c.seen.claimed(K::fresh(now), stamp.tag);
-        // Acquire on success: the digest stores below must not become visible before the word
-        // is BUSY, or a reader could match the new digest against the old occupant's word; and
-        // it reads the word the old occupant's claim published (or a CAS in its release
-        // sequence), so that claim's partition store is visible below. The scan's Acquire load
+        // Acquire on success (E4 in loom-tests/README.md): it reads the word the old
+        // occupant's claim published (or a CAS in its release sequence), so that claim's
+        // partition store is visible below. The scan's Acquire load
         // gives that edge too, unless the word it read was an earlier occupant's with the same
         // value (the generation wrapped): then only this Acquire reaches the partition
         // (`loom-tests/tests/aba.rs` fails without it). SeqCst on success, for the reload's
@@ -192,6 +191,13 @@ impl<K: Kind> Table<K> {
             }
             return Attempt::Retry;
         }
+        // Release fence: the digest, partition and class stores below come after the word is
+        // BUSY for a reader that reads one of them, then (after an Acquire fence) the word
+        // again: it sees BUSY or later, and reads the slot again (`Table::peek_stamped`,
+        // `Table::read_slot`; an admit's CAS fails instead). The CAS itself orders only what
+        // comes before its store; on x86-64 stores stay in order anyway, so this is no
+        // instruction there. `loom-tests/tests/reads.rs` fails without it.
+        fence(Ordering::Release);
         // Exact now (see the Acquire above).
         let old = if c.seen.is_empty() {
             Digest::NONE
@@ -225,17 +231,18 @@ impl<K: Kind> Table<K> {
         slot.set_digest(d);
         slot.set_partition(own);
         slot.set_class(stamp.class);
-        // AcqRel: Release publishes the digest to any later claimer of this home (it loads
-        // `claims` with Acquire before scanning, and then finds our BUSY slot and waits). The
-        // Acquire half adds no edge: the counter only grows, so a success reads the very store
-        // our Acquire load of `seq` read, and nothing after it reads another thread's data
-        // (Release would do; on x86-64 both are the same `lock cmpxchg`).
+        // Release: publishes the digest to any later claimer of this home (it loads `claims`
+        // with Acquire before scanning, and then finds our BUSY slot and waits). No Acquire:
+        // the counter only grows (one a commit), so a success reads the very store (the one
+        // that wrote `seq`) our Acquire load of `seq` read and synchronised with, and nothing
+        // after it reads another thread's data (we apply `f` to our own BUSY word and
+        // publish). Failure Relaxed: we start over with fresh Acquire loads.
         let committed = self.slots[home]
             .claims
             .compare_exchange(
                 seq,
                 seq.wrapping_add(1),
-                Ordering::AcqRel,
+                Ordering::Release,
                 Ordering::Relaxed,
             )
             .is_ok();

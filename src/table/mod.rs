@@ -35,7 +35,7 @@ use state::{AtomicSlotState, SlotState};
 
 use crate::bucket::Tats;
 use crate::identity::Digest;
-use crate::sync::{AtomicU64, Ordering, SpinWait};
+use crate::sync::{fence, AtomicU64, Ordering, SpinWait};
 
 /// How far from its home slot an identity may live.
 pub(crate) const WINDOW: usize = 64;
@@ -262,7 +262,23 @@ impl<K: Kind> Table<K> {
     pub(crate) fn peek_stamped(&self, d: Digest) -> Option<(Tats, Tag)> {
         loop {
             match self.scan(d, self.home(d)) {
-                Scan::Found(_, s) => return Some((s.tats(), s.tag())),
+                Scan::Found(i, s) => {
+                    // No CAS follows to catch a stale pair: the scan read the word, then the
+                    // digest, and a claim may have replaced the occupant in between (the digest
+                    // then the new one's, the word the old one's). So check, as `read_slot`
+                    // does, that the word still holds that occupant. Acquire fence: the digest
+                    // loads may not be satisfied after the re-check; a claim's Release fence
+                    // orders its digest stores after its CAS to BUSY, so a newer occupant's
+                    // digest makes the re-check see a word of another occupant (scan again).
+                    fence(Ordering::Acquire);
+                    // Relaxed: ordered by the fence; only the occupant bits are compared. The
+                    // TATs and tag returned are the scan's Acquire load's (the tag's edge to
+                    // the config generation, `Table::cas_loop`).
+                    let again = self.slots[i].state.load(Ordering::Relaxed);
+                    if again.same_occupant(s) {
+                        return Some((s.tats(), s.tag()));
+                    }
+                }
                 Scan::Absent => return None,
                 Scan::Wait => SpinWait::new().snooze(),
             }
@@ -365,15 +381,22 @@ impl<K: Kind> Table<K> {
                 Apply::Keep(r) => return Some(r),
                 Apply::Write(tats, r) => (tats, r),
             };
-            // Success Relaxed would do (the word is the whole state, and an RMW of any ordering
-            // continues the release sequence of the claim's publish: no loom model fails with
-            // both orderings Relaxed, loom-tests/README.md); AcqRel costs nothing more on x86
-            // (`lock cmpxchg16b` is a full barrier). Failure Acquire: a different occupant's
-            // word sends us back to scan, which reloads with Acquire anyway.
+            // Release on success: the word carries the epoch tag of the config `f` decided
+            // under, and a decision that reads it (an Acquire load, or this failure's) then
+            // loads the config generation (`ConfigCell::latest`): a tag newer than its config
+            // is told apart from an older epoch's by that load alone, so it must see the
+            // generation our `f` saw (the Release / Acquire pair makes it so). The TATs need
+            // no ordering (the word is the whole state; an RMW of any ordering continues the
+            // release sequence of the claim's publish, so later readers still see its digest),
+            // and after a success nothing is read: no Acquire. Failure Acquire: the word
+            // returned goes to `f` (its tag, then the generation), as above; a different
+            // occupant's word sends us back to scan, which reloads with Acquire. loom does not
+            // check the tag's edge: the generation is a std atomic under loom
+            // (`sync::unmodelled`); see loom-tests/README.md.
             match slot.state.compare_exchange(
                 seen,
                 seen.stamped(tats, tag),
-                Ordering::AcqRel,
+                Ordering::Release,
                 Ordering::Acquire,
             ) {
                 Ok(_) => return Some(r),

@@ -44,9 +44,10 @@ impl<K: Kind> Table<K> {
             let (digest, partition, class) = (slot.digest(), slot.partition(), slot.class());
             // Acquire fence: the digest and partition loads above may not be satisfied after
             // the re-check below. A claim that replaced the occupant meanwhile first CASed the
-            // word to BUSY with the next generation (an Acquire RMW, before its digest stores,
-            // and `lock cmpxchg16b` is a full barrier on x86-64), so if we read its digest, the
-            // re-check sees a word of another occupant, and we read again.
+            // word to BUSY with the next generation, then a Release fence, then its digest
+            // stores (`claim.rs`), so if we read its digest, this fence synchronises with that
+            // one and the re-check sees a word of another occupant: we read again.
+            // (`loom-tests/tests/reads.rs` fails without the claim's fence.)
             fence(Ordering::Acquire);
             // Relaxed: ordered by the fence; only the occupant bits are compared.
             let second = slot.state.load(Ordering::Relaxed);
@@ -105,9 +106,10 @@ impl<K: Kind> Table<K> {
         let word = SlotState::EMPTY
             .claimed(Tats::full(0), o.tag)
             .published(o.tats);
-        // Release: as a claim's publish (the limiter is handed to other threads later, through
-        // whatever synchronises that hand-over, so Relaxed would do; Release costs nothing here).
-        slot.state.store(word, Ordering::Release);
+        // Relaxed: no other thread sees this table yet (module doc); the limiter is handed to
+        // them later through whatever synchronises that hand-over (a spawn, a lock, an `Arc`
+        // sent on a channel), which carries every store of the restore with it.
+        slot.state.store(word, Ordering::Relaxed);
     }
 
     /// If `d` is already in its window (a snapshot taken while the identity moved from one slot
@@ -130,13 +132,15 @@ impl<K: Kind> Table<K> {
     }
 
     /// A used slot that matches nobody and is counted for nobody, full since time zero: what a
-    /// claim that lost its commit leaves (see `claim.rs`), reclaimable by any partition.
+    /// claim that lost its commit leaves (see `claim.rs`), reclaimable by any partition. Only
+    /// for a table being restored.
     fn set_nobody(slot: &Slot) {
         slot.set_digest(Digest::NONE);
         slot.set_partition(Digest::NONE);
         let word = SlotState::EMPTY
             .claimed(Tats::full(0), Tag::of(0))
             .published(Tats::full(0));
-        slot.state.store(word, Ordering::Release);
+        // Relaxed, as in `place_restored`: no other thread sees this table yet.
+        slot.state.store(word, Ordering::Relaxed);
     }
 }

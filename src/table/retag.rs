@@ -39,12 +39,15 @@ impl<K: Kind> Table<K> {
                     break;
                 }
                 let next = seen.retagged(convert(seen.tats(), slot.class()), to);
-                // AcqRel / Relaxed, as an admit's CAS: the word is the whole state. A class
+                // Release, as an admit's CAS (`Table::cas_loop`): the word now carries the tag
+                // `to`, and a decision that reads it must then see the generation our caller
+                // bumped before this walk (`ConfigCell::latest`). No Acquire: nothing is read
+                // after a success. Failure Relaxed: the slot is read again (SeqCst). A class
                 // read for an occupant that a claim replaced meanwhile is harmless: the claim
                 // changed the word first, so this CAS fails and the slot is read again.
                 if slot
                     .state
-                    .compare_exchange(seen, next, Ordering::AcqRel, Ordering::Relaxed)
+                    .compare_exchange(seen, next, Ordering::Release, Ordering::Relaxed)
                     .is_ok()
                 {
                     break;

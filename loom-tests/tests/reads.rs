@@ -1,0 +1,93 @@
+//! loom models of the table's reads that write nothing, racing a reclaim of the slot they
+//! read: `Limiter::remaining` (what `peek` and a zero-cost item of `admit_all` read too) and
+//! the snapshot's read of a slot. Neither ends in a CAS that would catch a stale pair, so each
+//! reads the word, then the digest, then the word again (a seqlock's re-check), and a claim
+//! orders its digest stores after its CAS to `BUSY` with a Release fence
+//! (`src/table/claim.rs`).
+//!
+//! The race in both: `x` holds the one slot; thread `t` charges `x` two tokens and gives them
+//! back, then admits the new `y`, which reclaims the slot (full again) and is charged one. A
+//! read that takes the word `x`'s charge wrote and then `y`'s digest would give `y` the two
+//! tokens `x` owed then.
+//!
+//! Run: `loom-tests/run.sh` (see `admit.rs`).
+#![cfg(tollgate_loom)]
+
+use loom::thread;
+use loom_tests::{bucket, charge_and_refund, key, limiter, SUSTAINED};
+use tollgate::{Decision, Limiter, Profile};
+
+/// One slot; burst 4 tokens per 4 s (one a second), so the two tokens `x` is charged and the
+/// one `y` is are different debts.
+fn profile() -> Profile {
+    loom_tests::profile(1, 1.0, &bucket(4, "4s"), SUSTAINED)
+}
+
+/// A cost above the burst: refused `Exceeds`, which refunds the item before it.
+const ABOVE: u32 = 5;
+
+/// The race of the module doc on `l`, whose slot `x` holds, full: spawns `t`.
+fn race(l: &loom::sync::Arc<Limiter>) -> thread::JoinHandle<Decision> {
+    let l = l.clone();
+    thread::spawn(move || {
+        // Refused at its second item, so `x` is full again and reclaimable.
+        assert!(charge_and_refund(&l, "t", "x", 2, ABOVE).is_err());
+        l.admit(&key(&l, "t", "y"))
+    })
+}
+
+/// Whatever the interleaving, `y` has 4 tokens left (not claimed yet, or claimed but not yet
+/// published: the read waits for a `BUSY` slot of its digest) or 3 (its own charge), never 2.
+#[test]
+fn remaining_never_reads_another_occupants_state() {
+    let p = profile();
+    loom::model(move || {
+        let (l, _mock) = limiter(&p);
+        assert!(charge_and_refund(&l, "t", "x", 1, ABOVE).is_err());
+        let t = race(&l);
+        // A scheduling point: spawning is not one.
+        thread::yield_now();
+        let left = l.remaining(&key(&l, "t", "y")).burst;
+        assert_eq!(t.join().unwrap(), Decision::Admit);
+        assert!(
+            left == 4 || left == 3,
+            "y has {left} left: x's state read as y's"
+        );
+    });
+}
+
+/// The one record of a snapshot of a limiter of `p` in which `who` alone was charged `n`
+/// tokens at 0 s, and the length of the snapshot's header (the records follow it).
+fn record_alone(p: &Profile, who: &str, n: u32) -> (Vec<u8>, usize) {
+    let (l, _mock) = limiter(p);
+    l.admit_all(&[(key(&l, "t", who), n)]).unwrap();
+    let mut snap = Vec::new();
+    l.snapshot(&mut snap).unwrap();
+    // The record is 52 bytes, then the 16-byte end.
+    let end = snap.len() - 16;
+    (snap[end - 52..end].to_vec(), end - 52)
+}
+
+/// Whatever the interleaving, the snapshot has no record (every state it read was full, or
+/// the slot was busy), or `x`'s record as `x` alone charged two tokens would have it, or `y`'s
+/// as `y` alone charged one: never `y`'s digest with `x`'s debts.
+#[test]
+fn a_snapshot_never_pairs_an_occupant_with_another_ones_state() {
+    let p = profile();
+    loom::model(move || {
+        let (x, header) = record_alone(&p, "x", 2);
+        let (y, _) = record_alone(&p, "y", 1);
+        let (l, _mock) = limiter(&p);
+        assert!(charge_and_refund(&l, "t", "x", 1, ABOVE).is_err());
+        let t = race(&l);
+        thread::yield_now();
+        let mut snap = Vec::new();
+        l.snapshot(&mut snap).unwrap();
+        assert_eq!(t.join().unwrap(), Decision::Admit);
+        let records = &snap[header..snap.len() - 16];
+        assert!(
+            records.is_empty() || records == x || records == y,
+            "a record of neither x nor y: {records:?}"
+        );
+    });
+}
