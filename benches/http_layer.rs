@@ -85,7 +85,10 @@ fn http_layer(c: &mut Criterion) {
     let bare = app();
     let extractor =
         PeerExtractor::new().peer_addr_from(|e| e.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
-    let limited = app().layer(RateLimitLayer::with_extractor(limiter(), extractor));
+    let layer = RateLimitLayer::with_extractor(limiter(), extractor);
+    let limited = app().layer(layer.clone());
+    // `RateLimitLayer::leak`: the services' clones copy a pointer instead of counting.
+    let leaked = app().layer(layer.leak());
     // Keyed by peer IP (the `SocketAddr` extension); one token a nanosecond and the largest
     // burst: a quota that never refuses.
     let governor_config = GovernorConfigBuilder::default()
@@ -97,7 +100,7 @@ fn http_layer(c: &mut Criterion) {
     let alice = VerifiedIdentity::new("acme", "alice").unwrap();
 
     // Every contender answers the handler's 200 and its 52 bytes (none refuses, none fails).
-    for app in [&bare, &governed, &limited] {
+    for app in [&bare, &governed, &limited, &leaked] {
         let r = rt.block_on(app.clone().oneshot(request(None))).unwrap();
         assert_eq!(r.status(), 200, "{:?}", r.headers());
         let body = rt
@@ -119,6 +122,9 @@ fn http_layer(c: &mut Criterion) {
     });
     g.bench_function("axum+tollgate/authenticated", |b| {
         b.iter(|| rt.block_on(limited.clone().oneshot(black_box(request(Some(&alice))))))
+    });
+    g.bench_function("axum+tollgate/anonymous,leaked", |b| {
+        b.iter(|| rt.block_on(leaked.clone().oneshot(black_box(request(None)))))
     });
     g.finish();
 }
@@ -155,7 +161,9 @@ fn http_layer_two_threads(c: &mut Criterion) {
     let bare = app();
     let extractor =
         PeerExtractor::new().peer_addr_from(|e| e.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
-    let limited = app().layer(RateLimitLayer::with_extractor(limiter(), extractor));
+    let layer = RateLimitLayer::with_extractor(limiter(), extractor);
+    let limited = app().layer(layer.clone());
+    let leaked = app().layer(layer.leak());
     let governor_config = GovernorConfigBuilder::default()
         .per_nanosecond(1)
         .burst_size(u32::MAX)
@@ -169,7 +177,7 @@ fn http_layer_two_threads(c: &mut Criterion) {
         VerifiedIdentity::new("acme", "alice").unwrap(),
         VerifiedIdentity::new("acme", "bob").unwrap(),
     ];
-    for app in [&bare, &governed, &limited] {
+    for app in [&bare, &governed, &limited, &leaked] {
         let r = ready(app.clone().call(request_from(peers[1], Some(&ids[1])))).unwrap();
         assert_eq!(r.status(), 200, "{:?}", r.headers());
     }
@@ -187,6 +195,9 @@ fn http_layer_two_threads(c: &mut Criterion) {
     });
     g.bench_function("axum+tollgate/authenticated", |b| {
         b.iter_custom(|n| two_threads(&limited, n, |t| request_from(peers[t], Some(&ids[t]))))
+    });
+    g.bench_function("axum+tollgate/anonymous,leaked", |b| {
+        b.iter_custom(|n| two_threads(&leaked, n, |t| request_from(peers[t], None)))
     });
     g.finish();
 }
