@@ -109,7 +109,9 @@ where
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let options = self.options;
-        let state = &self.state;
+        // Dereferenced once (counted or leaked is a branch), not at every field below.
+        let held = &self.state;
+        let state: &LayerState<A, X> = held;
         let on_refusal = self.on_refusal.as_ref();
         let body = &self.body;
         let step = state.with_compiled(|compiled| {
@@ -132,7 +134,7 @@ where
             });
             let Some((verdict, remaining)) = decided else {
                 return Step::Wait(Box::new(Wait {
-                    state: state.clone(),
+                    state: held.clone(),
                     compiled: std::sync::Arc::clone(compiled),
                     route,
                     caller: state.extractor.caller(&request),
