@@ -15,6 +15,8 @@
 //! bumped by axum's clone of the route's service for every request) cost under contention,
 //! which one thread never shows. Each thread calls its own clone of the router (`Service::call`
 //! on `&mut`, as hyper does per connection), so that the router's own reference count stays out.
+//! Its `service_clone` pair times that per-request clone alone (and its drop), counted and after
+//! `RateLimitLayer::leak`, the layer's share of the contended line without the rest of axum.
 
 use std::future::Future;
 use std::hint::black_box;
@@ -33,7 +35,7 @@ use http::Request;
 use tollgate::http::{PeerExtractor, VerifiedIdentity};
 use tollgate::tower::RateLimitLayer;
 use tollgate::{Limiter, Profile};
-use tower::{Service, ServiceExt};
+use tower::{Layer, Service, ServiceExt};
 use tower_governor::governor::GovernorConfigBuilder;
 use tower_governor::GovernorLayer;
 
@@ -163,7 +165,7 @@ fn http_layer_two_threads(c: &mut Criterion) {
         PeerExtractor::new().peer_addr_from(|e| e.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
     let layer = RateLimitLayer::with_extractor(limiter(), extractor);
     let limited = app().layer(layer.clone());
-    let leaked = app().layer(layer.leak());
+    let leaked = app().layer(layer.clone().leak());
     let governor_config = GovernorConfigBuilder::default()
         .per_nanosecond(1)
         .burst_size(u32::MAX)
@@ -199,6 +201,28 @@ fn http_layer_two_threads(c: &mut Criterion) {
     g.bench_function("axum+tollgate/anonymous,leaked", |b| {
         b.iter_custom(|n| two_threads(&leaked, n, |t| request_from(peers[t], None)))
     });
+    // The per-request clone alone (what axum's `Route::oneshot_inner` does), with a handler
+    // whose clone writes nothing: the layer's own share of the contended line.
+    let handler = tower::service_fn(|_: Request<Body>| async {
+        Ok::<_, std::convert::Infallible>(axum::response::Response::new(Body::empty()))
+    });
+    for (name, svc) in [
+        ("service_clone/counted", layer.clone().layer(handler)),
+        ("service_clone/leaked", layer.clone().leak().layer(handler)),
+    ] {
+        g.bench_function(name, |b| {
+            b.iter_custom(|n| {
+                let start = Instant::now();
+                std::thread::scope(|s| {
+                    for _ in 0..2 {
+                        let svc = &svc;
+                        s.spawn(move || (0..n).for_each(|_| drop(black_box(svc.clone()))));
+                    }
+                });
+                start.elapsed() / 2
+            })
+        });
+    }
     g.finish();
 }
 
