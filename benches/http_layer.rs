@@ -90,7 +90,7 @@ fn http_layer(c: &mut Criterion) {
     let layer = RateLimitLayer::with_extractor(limiter(), extractor);
     let limited = app().layer(layer.clone());
     // `RateLimitLayer::leak`: the services' clones copy a pointer instead of counting.
-    let leaked = app().layer(layer.leak());
+    let leaked = app().layer(layer.clone().leak());
     // Keyed by peer IP (the `SocketAddr` extension); one token a nanosecond and the largest
     // burst: a quota that never refuses.
     let governor_config = GovernorConfigBuilder::default()
@@ -128,6 +128,17 @@ fn http_layer(c: &mut Criterion) {
     g.bench_function("axum+tollgate/anonymous,leaked", |b| {
         b.iter(|| rt.block_on(leaked.clone().oneshot(black_box(request(None)))))
     });
+    // The per-request service clone alone, on one thread: what `http_layer_two_threads`'s pair
+    // costs without a second core writing the same line.
+    let handler = tower::service_fn(|_: Request<Body>| async {
+        Ok::<_, std::convert::Infallible>(axum::response::Response::new(Body::empty()))
+    });
+    for (name, svc) in [
+        ("service_clone/counted", layer.clone().layer(handler)),
+        ("service_clone/leaked", layer.clone().leak().layer(handler)),
+    ] {
+        g.bench_function(name, |b| b.iter(|| drop(black_box(svc.clone()))));
+    }
     g.finish();
 }
 
