@@ -3,7 +3,8 @@
 # a shared, noisy machine, where criterion's nanoseconds move by 20% or more). For each tollgate
 # source tree given (default: this one), builds benches/instructions/layer_loop.rs against it in
 # a scratch crate and counts N and 3N requests through `oneshot` under callgrind, for axum
-# bare, behind tollgate's RateLimitLayer and behind tower_governor's GovernorLayer, counting only
+# bare, behind tollgate's RateLimitLayer (counted, and after `RateLimitLayer::leak`) and behind
+# tower_governor's GovernorLayer, counting only
 # inside the request loop (`--toggle-collect`: start-up, such as the clock's calibration, whose
 # length varies from run to run, stays out); the difference over 2N is the per-request cost (the
 # first request's one-time work cancels out). Prints each layer's
@@ -51,6 +52,7 @@ TOML
     per() { local a b; a=$(count "$1" "$N"); b=$(count "$1" $((3 * N))); echo $(( (b - a) / (2 * N) )); }
     bare=$(per bare)
     tollgate=$(per tollgate)
+    leaked=$(per tollgate-leaked)
     governor=$(per governor)
-    echo "$tree: bare $bare instructions per request; tollgate +$((tollgate - bare)); tower_governor +$((governor - bare)); tollgate/tower_governor $(awk -v a=$((tollgate - bare)) -v b=$((governor - bare)) 'BEGIN { printf "%.2f", a / b }')"
+    echo "$tree: bare $bare instructions per request; tollgate +$((tollgate - bare)) (leaked +$((leaked - bare))); tower_governor +$((governor - bare)); tollgate/tower_governor $(awk -v a=$((tollgate - bare)) -v b=$((governor - bare)) 'BEGIN { printf "%.2f", a / b }')"
 done

@@ -1,5 +1,5 @@
 //! One variant of `benches/http_layer.rs` in a loop, for callgrind (`benches/layer_instructions.sh`):
-//! `layer_loop bare|tollgate|governor N` sends N requests through `oneshot` on a current-thread
+//! `layer_loop bare|tollgate|tollgate-leaked|governor N` sends N requests through `oneshot` on a current-thread
 //! runtime, with the same router, request and quotas as the criterion bench.
 
 use std::net::SocketAddr;
@@ -32,11 +32,11 @@ fn app() -> Router {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let variant = args.next().expect("bare|tollgate|governor");
+    let variant = args.next().expect("bare|tollgate|tollgate-leaked|governor");
     let n: u64 = args.next().expect("N").parse().expect("N");
     let app = match variant.as_str() {
         "bare" => app(),
-        "tollgate" => {
+        "tollgate" | "tollgate-leaked" => {
             let profile = Profile::from_yaml(
                 "name: bench\nidentities: { capacity: 65536 }\nroute_classes:\n  read:\n    \
                  burst: { tokens: 4000000000, per: 1s }\n    sustained: { tokens: 4000000000, per: 1s }\n\
@@ -46,7 +46,9 @@ fn main() {
             let limiter = Arc::new(Limiter::builder(profile).build().unwrap());
             let extractor = PeerExtractor::new()
                 .peer_addr_from(|e| e.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
-            app().layer(RateLimitLayer::with_extractor(limiter, extractor))
+            let layer = RateLimitLayer::with_extractor(limiter, extractor);
+            // `RateLimitLayer::leak`: a service clone copies a pointer instead of counting.
+            app().layer(if variant == "tollgate" { layer } else { layer.leak() })
         }
         "governor" => {
             let config = GovernorConfigBuilder::default()

@@ -11,6 +11,7 @@ use ::http::header::HeaderValue;
 use ::http::{Request, Response};
 use ::tower::Service;
 
+use super::held::Held;
 use super::outcome::RateLimitOutcome;
 use super::refusal::{respond, RefusalBody, RefusalHook};
 use super::service::Options;
@@ -229,8 +230,8 @@ where
 }
 
 /// Everything a request that waits for its backend carries into its future.
-pub(super) struct Wait<A, X, M> {
-    pub(super) state: Arc<LayerState<A, X>>,
+pub(super) struct Wait<A: 'static, X: 'static, M> {
+    pub(super) state: Held<LayerState<A, X>>,
     pub(super) compiled: Arc<CompiledProfile>,
     pub(super) route: usize,
     pub(super) caller: Caller,

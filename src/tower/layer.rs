@@ -7,7 +7,8 @@ use ::tower::Layer;
 
 use ::http::Response;
 
-use super::refusal::{BodyFromBytes, RefusalBody, RefusalContext, RefusalHook};
+use super::held::Held;
+use super::refusal::{BodyFromBytes, RefusalBody, RefusalContext, RefusalFn, RefusalHook};
 use super::service::{Options, RateLimit};
 use super::state::LayerState;
 use crate::admission::Admission;
@@ -29,8 +30,9 @@ use crate::http::{KeyExtractor, PeerExtractor};
 /// (`Server::builder().layer(..)`) give the layer tonic's body and peer address:
 /// `.refusal_body(|b| tonic::body::Body::new(http_body_util::Full::new(bytes::Bytes::from(b))))`
 /// and `PeerExtractor::new().peer_addr_from(|e| e.get::<TcpConnectInfo>()?.remote_addr())`.
-pub struct RateLimitLayer<A, X = PeerExtractor, M = BodyFromBytes> {
-    state: Arc<LayerState<A, X>>,
+// `'static`: what a `leak`ed state holds lives as long (every `Admission` and `KeyExtractor` is).
+pub struct RateLimitLayer<A: 'static, X: 'static = PeerExtractor, M = BodyFromBytes> {
+    state: Held<LayerState<A, X>>,
     options: Options,
     /// Kept out of the `Copy` options: the admitted path never touches its reference count.
     on_refusal: Option<RefusalHook>,
@@ -40,7 +42,7 @@ pub struct RateLimitLayer<A, X = PeerExtractor, M = BodyFromBytes> {
 impl<A, X, M: Clone> Clone for RateLimitLayer<A, X, M> {
     fn clone(&self) -> Self {
         RateLimitLayer {
-            state: Arc::clone(&self.state),
+            state: self.state.clone(),
             options: self.options,
             on_refusal: self.on_refusal.clone(),
             body: self.body.clone(),
@@ -104,7 +106,33 @@ impl<A, X, M> RateLimitLayer<A, X, M> {
     where
         F: Fn(&RefusalContext<'_>) -> Option<Response<Vec<u8>>> + Send + Sync + 'static,
     {
-        self.on_refusal = Some(Arc::new(hook));
+        let hook: Arc<RefusalFn> = Arc::new(hook);
+        let hook = Held::Counted(hook);
+        // After `leak`, the hook is leaked too: every service clone carries it.
+        self.on_refusal = Some(if self.state.is_leaked() {
+            hook.leak()
+        } else {
+            hook
+        });
+        self
+    }
+
+    /// Keeps the layer's state (the backend, the extractor, the compiled routes, the refusal
+    /// hook) for the rest of the process, so that a service clone copies a pointer instead of
+    /// counting a reference: for a layer built once per process.
+    ///
+    /// axum clones a route's service for every request, so by default every request increments
+    /// and decrements one shared reference count, a cache line that every core serving requests
+    /// writes and then waits to get back from the others (see `benches/http_layer.rs`, group
+    /// `http_layer_two_threads`). After `leak` nothing shared is written but the caller's own
+    /// bucket and its shard's counter. The price: the state is never freed, nor the backend it
+    /// holds (with an `Arc<Limiter>`, one reference that keeps the limiter and its table alive)
+    /// — each call leaks one. Code that builds layers repeatedly (tests, a router rebuilt on
+    /// every reload: reloading the [`Limiter`](crate::Limiter) itself needs no new layer) should
+    /// keep the default. Clones made before `leak` keep counting, and share the same state.
+    pub fn leak(mut self) -> Self {
+        self.state = self.state.leak();
+        self.on_refusal = self.on_refusal.map(Held::leak);
         self
     }
 
@@ -137,7 +165,7 @@ impl<A: Admission, X: KeyExtractor> RateLimitLayer<A, X> {
     /// A layer over `admission` that finds callers with `extractor`.
     pub fn with_extractor(admission: A, extractor: X) -> Self {
         RateLimitLayer {
-            state: Arc::new(LayerState::new(admission, extractor)),
+            state: Held::Counted(Arc::new(LayerState::new(admission, extractor))),
             options: Options::default(),
             on_refusal: None,
             body: BodyFromBytes,
@@ -150,7 +178,7 @@ impl<S, A, X, M: Clone> Layer<S> for RateLimitLayer<A, X, M> {
     fn layer(&self, inner: S) -> Self::Service {
         RateLimit::new(
             inner,
-            Arc::clone(&self.state),
+            self.state.clone(),
             self.options,
             self.on_refusal.clone(),
             self.body.clone(),

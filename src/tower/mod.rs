@@ -24,9 +24,12 @@
 //! [`Limiter`](crate::Limiter), through [`Admission::evaluate_now`]) the decision is made in
 //! `call` and the response future is a named enum ([`ResponseFuture`]): no allocation. The
 //! compiled routes are read from a per-thread cache checked against the backend's
-//! [`Admission::generation`], and the policy header's clone copies a pointer, so that nothing
-//! shared is written but the caller's own bucket (and its shard's counter). A backend that
-//! waits (Redis) gets one boxed future per limited request.
+//! [`Admission::generation`], and the policy header's clone copies a pointer. One shared write
+//! is left by default: axum clones the route's service for every request, and that clone counts
+//! a reference to the layer's state (one cache line every core writes; tower_governor's layer
+//! does the same with its config). [`RateLimitLayer::leak`] removes it for a layer built once
+//! per process, after which nothing shared is written but the caller's own bucket (and its
+//! shard's counter). A backend that waits (Redis) gets one boxed future per limited request.
 //!
 //! `poll_ready` only delegates to the inner service: the limit is enforced per request, never
 //! by withholding readiness, so one caller's refusals never stall another's requests.
@@ -41,7 +44,8 @@
 //! A profile that lists none costs one branch: `User-Agent` is not read.
 //!
 //! The files, one idea each: `layer` (configuration only), `state` (what every clone shares:
-//! the backend, the extractor, the routes compiled for the profile in force), `service` (the
+//! the backend, the extractor, the routes compiled for the profile in force), `held` (how the
+//! services hold that state: counted or leaked), `service` (the
 //! tower service), `future` (the response future), `refusal` (the refusal hook, the gRPC
 //! answer, the refusal's body type), `outcome` (what the layer decided), `sdk` (the
 //! SDK-version counters). Who is calling and which route it is are HTTP questions, answered in
@@ -63,6 +67,7 @@
 //! ```
 
 mod future;
+mod held;
 mod layer;
 mod outcome;
 mod refusal;

@@ -2,9 +2,9 @@
 //! the `Retry-After` and the request id; the gRPC status for gRPC requests; and how the body of
 //! a refusal is made for the service's body type.
 
-use std::sync::Arc;
-
 use ::http::Response;
+
+use super::held::Held;
 
 use crate::decision::Decision;
 use crate::http::{Answer, RequestId};
@@ -21,9 +21,12 @@ pub struct RefusalContext<'a> {
     pub request_id: &'a RequestId,
 }
 
-/// A refusal hook: `None` keeps tollgate's own response.
-pub(super) type RefusalHook =
-    Arc<dyn Fn(&RefusalContext<'_>) -> Option<Response<Vec<u8>>> + Send + Sync>;
+/// A refusal hook: `None` keeps tollgate's own response. Held like the layer's state (counted,
+/// or leaked with it), since every service clone carries it.
+pub(super) type RefusalHook = Held<RefusalFn>;
+
+/// What [`RateLimitLayer::on_refusal`](super::RateLimitLayer::on_refusal) is given.
+pub(super) type RefusalFn = dyn Fn(&RefusalContext<'_>) -> Option<Response<Vec<u8>>> + Send + Sync;
 
 /// How the layer makes the body of its own refusals for a service whose body type is `B`.
 ///

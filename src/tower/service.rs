@@ -1,14 +1,13 @@
 //! The service: what happens before the response future, synchronously in `call` (route,
 //! caller and, with a backend that decides at once, the decision and the refusal).
 
-use core::fmt;
-use core::task::{Context, Poll};
-use std::sync::Arc;
-
 use ::http::{Request, Response};
 use ::tower::Service;
+use core::fmt;
+use core::task::{Context, Poll};
 
 use super::future::{wait_and_respond, Extra, ResponseFuture, Stamp, Wait};
+use super::held::Held;
 use super::outcome::RateLimitOutcome;
 use super::refusal::{respond, BodyFromBytes, RefusalBody, RefusalHook};
 use super::state::LayerState;
@@ -27,9 +26,11 @@ pub(super) struct Options {
 }
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
-pub struct RateLimit<S, A, X = PeerExtractor, M = BodyFromBytes> {
+pub struct RateLimit<S, A: 'static, X: 'static = PeerExtractor, M = BodyFromBytes> {
     inner: S,
-    state: Arc<LayerState<A, X>>,
+    /// Counted, or leaked by [`RateLimitLayer::leak`](super::RateLimitLayer::leak): axum clones
+    /// this service for every request, and a counted state's clone writes its count.
+    state: Held<LayerState<A, X>>,
     options: Options,
     on_refusal: Option<RefusalHook>,
     body: M,
@@ -38,7 +39,7 @@ pub struct RateLimit<S, A, X = PeerExtractor, M = BodyFromBytes> {
 impl<S, A, X, M> RateLimit<S, A, X, M> {
     pub(super) fn new(
         inner: S,
-        state: Arc<LayerState<A, X>>,
+        state: Held<LayerState<A, X>>,
         options: Options,
         on_refusal: Option<RefusalHook>,
         body: M,
@@ -57,7 +58,7 @@ impl<S: Clone, A, X, M: Clone> Clone for RateLimit<S, A, X, M> {
     fn clone(&self) -> Self {
         RateLimit {
             inner: self.inner.clone(),
-            state: Arc::clone(&self.state),
+            state: self.state.clone(),
             options: self.options,
             on_refusal: self.on_refusal.clone(),
             body: self.body.clone(),
@@ -75,7 +76,7 @@ impl<S: fmt::Debug, A, X, M> fmt::Debug for RateLimit<S, A, X, M> {
 }
 
 /// What `call` found out before calling anyone.
-enum Step<B, A, X, M> {
+enum Step<B, A: 'static, X: 'static, M> {
     /// No route matched: not limited.
     Unlimited,
     /// Admitted: call the inner service, then stamp its response (the request already has
@@ -108,7 +109,9 @@ where
 
     fn call(&mut self, mut request: Request<ReqBody>) -> Self::Future {
         let options = self.options;
-        let state = &self.state;
+        // Dereferenced once (counted or leaked is a branch), not at every field below.
+        let held = &self.state;
+        let state: &LayerState<A, X> = held;
         let on_refusal = self.on_refusal.as_ref();
         let body = &self.body;
         let step = state.with_compiled(|compiled| {
@@ -131,8 +134,8 @@ where
             });
             let Some((verdict, remaining)) = decided else {
                 return Step::Wait(Box::new(Wait {
-                    state: Arc::clone(state),
-                    compiled: Arc::clone(compiled),
+                    state: held.clone(),
+                    compiled: std::sync::Arc::clone(compiled),
                     route,
                     caller: state.extractor.caller(&request),
                     options,

@@ -22,6 +22,7 @@ mod gateway_state;
 mod gateway_tcp;
 mod grpc;
 mod layer;
+mod layer_state;
 mod observability_files;
 mod response;
 mod routes;
