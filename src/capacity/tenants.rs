@@ -300,6 +300,81 @@ mod tests {
         assert_eq!(t.held(a), 2);
     }
 
+    /// A give-back returns admissions to the window they were counted in, never more than it
+    /// counts, and nothing once the tenant counts in a newer window.
+    #[test]
+    fn a_give_back_returns_admissions_to_their_own_window_only() {
+        let t = Tenants::new(64);
+        let a = Digest { hi: 1, lo: 3 };
+        let (first, second) = ((1_000, 1_000), (2_000, 1_000));
+        assert_eq!(t.take(a, 0, first, 5, 3), Ok(1_000));
+        t.give_back(a, 1_000, 2);
+        assert_eq!(t.used(a, 1_000, 1_000), 1);
+        t.give_back(a, 1_000, 5);
+        assert_eq!(t.used(a, 1_000, 1_000), 0, "no more than it counts");
+        assert_eq!(t.take(a, 1_500, second, 5, 4), Ok(2_000));
+        t.give_back(a, 1_000, 4);
+        assert_eq!(
+            t.used(a, 2_000, 1_000),
+            4,
+            "the newer window keeps its count"
+        );
+    }
+
+    /// When another tenant reclaims a tenant's full identity slot, the slot is counted off the
+    /// old tenant (the eviction) and on the new one.
+    #[test]
+    fn a_reclaimed_slot_moves_from_its_tenant_to_the_new_one() {
+        let tenants = Tenants::new(64);
+        let caps = IdentityCaps::new(1, 1.0, core::iter::empty());
+        let (a, b) = (Digest { hi: 1, lo: 3 }, Digest { hi: 2, lo: 5 });
+        let table: Table = Table::new(1);
+        let claim = |tenant, who, now| {
+            let p = Partition {
+                tenants: &tenants,
+                caps: &caps,
+                tenant,
+            };
+            table.update(who, &p, now, |_| Apply::Write(Tats::full(now + 100), ()))
+        };
+        claim(a, Digest { hi: 7, lo: 7 }, 0).unwrap();
+        assert_eq!((tenants.held(a), tenants.held(b)), (1, 0));
+        // At 100 a's identity is full: b may reclaim its slot.
+        claim(b, Digest { hi: 9, lo: 9 }, 100).unwrap();
+        assert_eq!((tenants.held(a), tenants.held(b)), (0, 1));
+    }
+
+    /// A restore puts back every slot a tenant held, and counts each, over the cap too (a
+    /// profile with a smaller share), so that the cap holds again once enough are given back.
+    #[test]
+    fn a_restored_slot_is_counted_even_beyond_the_cap() {
+        let t = Tenants::new(64);
+        let a = Digest { hi: 1, lo: 3 };
+        assert!(t.hold(a, 0, 1));
+        assert!(t.hold_restored(a, 0));
+        assert_eq!(t.held(a), 2);
+        t.unhold(a);
+        assert!(!t.hold(a, 0, 1), "still at its cap of 1");
+    }
+
+    /// A claim that reserved a slot and then lost it to a race gives the reservation back.
+    #[test]
+    fn a_released_reservation_is_given_back() {
+        let tenants = Tenants::new(64);
+        let caps = IdentityCaps::new(1, 1.0, core::iter::empty());
+        let a = Digest { hi: 1, lo: 3 };
+        let p = Partition {
+            tenants: &tenants,
+            caps: &caps,
+            tenant: a,
+        };
+        assert!(p.reserve(0));
+        assert!(!p.reserve(0), "at its cap of 1");
+        p.release(0);
+        assert_eq!(tenants.held(a), 0);
+        assert!(p.reserve(0));
+    }
+
     #[test]
     fn the_table_is_a_sixteenth_of_the_identities_within_bounds_plus_two_per_listed() {
         assert_eq!(Tenants::entries_for(0, 0), 64);

@@ -144,3 +144,124 @@ impl<K: Kind> Table<K> {
         slot.state.store(word, Ordering::Relaxed);
     }
 }
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::super::{Apply, Unpartitioned};
+    use super::*;
+
+    /// A table of 256 slots, where a digest's home is the top byte of its low half.
+    fn table() -> Table {
+        Table::new(256)
+    }
+
+    /// The `n`th digest whose home in [`table`] is `home`.
+    fn at_home(home: u64, n: u64) -> Digest {
+        Digest {
+            hi: n,
+            lo: home << 56 | n << 1 | 1,
+        }
+    }
+
+    fn occupant(d: Digest) -> Occupant {
+        Occupant {
+            digest: d,
+            partition: Digest { hi: 9, lo: 9 },
+            tats: Tats {
+                burst: 1_000 + d.hi,
+                sustained: 2_000 + d.hi,
+            },
+            tag: Tag::of(2),
+            class: Some(1),
+        }
+    }
+
+    #[test]
+    fn a_restored_occupant_reads_back_as_it_was_placed() {
+        let t = table();
+        let o = occupant(at_home(10, 1));
+        t.place_restored(10, o);
+        assert_eq!(t.read_slot(10), Some(o));
+        assert_eq!(t.peek(o.digest), Some(o.tats));
+    }
+
+    /// A never-used slot, one being claimed (its digest may be half written; its occupant
+    /// starts full) and one that matches nobody have no occupant to snapshot.
+    #[test]
+    fn a_slot_without_a_settled_occupant_reads_as_none() {
+        let t = table();
+        assert_eq!(t.read_slot(10), None, "never used");
+        t.place_restored(11, occupant(at_home(10, 1)));
+        assert_eq!(t.read_slot(10), None, "matches nobody");
+        let s = &t.slots[11];
+        let busy = s
+            .state
+            .load(Ordering::Relaxed)
+            .claimed(Tats::full(5), Tag::of(0));
+        s.state.store(busy, Ordering::Relaxed);
+        assert_eq!(t.read_slot(11), None, "being claimed");
+    }
+
+    /// Scans stop at the first never-used slot: one between a restored identity and its home
+    /// would hide it, so the restore marks those used, matching nobody (also past the end).
+    #[test]
+    fn a_restored_identity_beyond_its_home_is_found_and_the_slots_before_it_match_nobody() {
+        let t = table();
+        for (home, i, before) in [(10, 13, [10, 11, 12]), (254, 1, [254, 255, 0])] {
+            let o = occupant(at_home(home, 1));
+            t.place_restored(i, o);
+            assert_eq!(t.peek(o.digest), Some(o.tats), "home {home}, slot {i}");
+            for k in before {
+                assert!(
+                    !t.slots[k].state.load(Ordering::Relaxed).is_empty(),
+                    "{k} used"
+                );
+                assert_eq!(t.read_slot(k), None, "slot {k} matches nobody");
+            }
+            assert!(t.slots[i + 1].state.load(Ordering::Relaxed).is_empty());
+        }
+    }
+
+    #[test]
+    fn a_restored_slot_lies_within_the_window_of_its_home() {
+        let t = table();
+        let d = at_home(10, 1);
+        assert!(t.within_window(d, 10) && t.within_window(d, 73));
+        assert!(!t.within_window(d, 74), "64 slots on");
+        assert!(!t.within_window(d, 9), "before its home");
+        // Across the end of the table.
+        let w = at_home(250, 1);
+        assert!(t.within_window(w, 255) && t.within_window(w, 0) && t.within_window(w, 2));
+        assert!(t.within_window(w, 57), "63 slots on");
+        assert!(!t.within_window(w, 58), "64 slots on");
+        assert!(!t.within_window(w, 249), "before its home");
+        // A table smaller than the window: every slot.
+        let small: Table = Table::new(16);
+        assert!((0..16).all(|i| small.within_window(d, i)));
+    }
+
+    /// A snapshot taken while an identity moved holds it twice: the restore forgets the
+    /// earlier slot, and only that identity's.
+    #[test]
+    fn forget_restored_unmatches_only_that_identity_and_names_its_partition() {
+        let t = table();
+        let (a, b, absent) = (at_home(10, 1), at_home(10, 2), at_home(10, 3));
+        t.place_restored(10, occupant(a));
+        t.place_restored(11, occupant(b));
+        assert_eq!(t.forget_restored(absent), None);
+        assert_eq!(t.forget_restored(at_home(200, 1)), None, "an empty window");
+        assert_eq!(t.forget_restored(b), Some(occupant(b).partition));
+        assert_eq!(t.peek(b), None);
+        assert_eq!(t.peek(a), Some(occupant(a).tats));
+    }
+
+    #[test]
+    fn home_of_is_the_slot_a_new_identity_takes_in_an_empty_table() {
+        let t = table();
+        let d = at_home(10, 1);
+        t.update(d, &Unpartitioned, 0, |_| Apply::Write(Tats::full(100), ()))
+            .unwrap();
+        assert_eq!(t.home_of(d), 10);
+        assert_eq!(t.read_slot(10).map(|o| o.digest), Some(d));
+    }
+}
