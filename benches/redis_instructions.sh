@@ -56,18 +56,21 @@ count() {
 
 # The class of benches/redis_cost.rs: burst 100/1s (t = 10 ms), sustained 100000/1h (t = 36 ms).
 C="10000 1000000 36000 3600000000 100"
+# The reload instant (ARGV[4]) the current code takes after the deadline; none before it.
+RA=""
+if grep -q 'args\[5\]' "$tmp/admit.lua"; then RA="0"; fi
 echo "| command (${REV:-work tree}) | instructions per call |"
 echo "| --- | ---: |"
 if grep -q 'register_function\|^local function admit' "$tmp/admit.lua" && grep -q 'args\[4\]' "$tmp/admit.lua"; then
-  count "tollgate FCALL, both buckets" function FCALL tg 1 'tollgate:{5}:i:__rand_int__' "$C 0 0 0" 1 0
-  count "tollgate FCALL, with shared capacity" function FCALL tg 2 'tollgate:{5}:i:__rand_int__' 'tollgate:{5}:c' "$C 1000000 10000000 5000000" 1 0 't:__rand_int__'
-  count "tollgate EVALSHA (fallback), both buckets" script EVALSHA sha 1 'tollgate:{5}:i:__rand_int__' "$C 0 0 0" 1 0
+  count "tollgate FCALL, both buckets" function FCALL tg 1 'tollgate:{5}:i:__rand_int__' "$C 0 0 0" 1 0 $RA
+  count "tollgate FCALL, with shared capacity" function FCALL tg 2 'tollgate:{5}:i:__rand_int__' 'tollgate:{5}:c' "$C 1000000 10000000 5000000" 1 0 $RA 't:__rand_int__'
+  count "tollgate EVALSHA (fallback), both buckets" script EVALSHA sha 1 'tollgate:{5}:i:__rand_int__' "$C 0 0 0" 1 0 $RA
 else # the previous script's arguments
   count "tollgate EVALSHA, both buckets" script EVALSHA sha 1 'tollgate:{5}:i:__rand_int__' 1 10000 1000000 36000 3600000000 0 0 0 100 0
   count "tollgate EVALSHA, with shared capacity" script EVALSHA sha 3 'tollgate:{5}:i:__rand_int__' 'tollgate:{5}:t:__rand_int__' 'tollgate:{5}:s' 1 10000 1000000 36000 3600000000 1000000 10000000 5000000 100 0
 fi
-count "tollgate.admit (module), both buckets" none tollgate.admit 'tollgate:{5}:i:__rand_int__' "$C 0 0 0" 1 0
-count "tollgate.admit (module), with shared capacity" none tollgate.admit 'tollgate:{5}:i:__rand_int__' 'tollgate:{5}:c' "$C 1000000 10000000 5000000" 1 0 't:__rand_int__'
+count "tollgate.admit (module), both buckets" none tollgate.admit 'tollgate:{5}:i:__rand_int__' "$C 0 0 0" 1 0 $RA
+count "tollgate.admit (module), with shared capacity" none tollgate.admit 'tollgate:{5}:i:__rand_int__' 'tollgate:{5}:c' "$C 1000000 10000000 5000000" 1 0 $RA 't:__rand_int__'
 count "INCR" none INCR 'bench:__rand_int__'
 if [ -n "${TOLLGATE_REDIS_CELL:-}" ]; then
   count "redis-cell CL.THROTTLE" none CL.THROTTLE 'cell:__rand_int__' 99 100 1 1

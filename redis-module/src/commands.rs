@@ -2,8 +2,8 @@
 //! run, [`crate::effects`] written, the function's reply out.
 //!
 //! ```text
-//! TOLLGATE.ADMIT  <identity> <constants> <n> <deadline>                   (no shared capacity)
-//! TOLLGATE.ADMIT  <identity> <capacity> <constants> <n> <deadline> <field>
+//! TOLLGATE.ADMIT  <identity> <constants> <n> <deadline> <reloaded>        (no shared capacity)
+//! TOLLGATE.ADMIT  <identity> <capacity> <constants> <n> <deadline> <reloaded> <field>
 //! TOLLGATE.REFUND <identity> <burst cost> <sustained cost> <window end> <n>
 //! TOLLGATE.REFUND <identity> <capacity> <burst cost> <sustained cost> <window end> <n> <field>
 //! ```
@@ -95,14 +95,14 @@ unsafe fn arguments<'a>(argv: *mut *mut RString, argc: c_int) -> &'a [*mut RStri
 /// # Safety
 /// Called by Redis only, as a `RedisModuleCmdFunc`.
 pub unsafe extern "C" fn admit(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_int) -> c_int {
-    if key_positions(ctx, argc == 7) {
+    if key_positions(ctx, argc == 8) {
         return OK;
     }
     // SAFETY: Redis's own arguments.
     let argv = unsafe { arguments(argv, argc) };
     let with_capacity = match argc {
-        5 => false,
-        7 => true,
+        6 => false,
+        8 => true,
         // SAFETY: `ctx` is the running command's.
         _ => return unsafe { (api().wrong_arity)(ctx) },
     };
@@ -117,6 +117,9 @@ pub unsafe extern "C" fn admit(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_i
     };
     let Some(deadline) = decision::int(arg(2)) else {
         return error(ctx, c"ERR tollgate: the deadline is not an integer");
+    };
+    let Some(reloaded) = decision::int(arg(3)) else {
+        return error(ctx, c"ERR tollgate: the reload instant is not an integer");
     };
     if p.window > 0.0 && !with_capacity {
         return error(
@@ -136,7 +139,8 @@ pub unsafe extern "C" fn admit(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_i
     let Ok(value) = identity(&id) else {
         return error(ctx, api::ERRORMSG_WRONGTYPE);
     };
-    let charge = match decision::buckets(&p, now, n, value.as_deref().and_then(decision::unpack)) {
+    let stored = value.as_deref().and_then(decision::unpack);
+    let charge = match decision::buckets(&p, now, n, stored, reloaded) {
         Ok(c) => c,
         Err(r) => return reply(ctx, r),
     };
@@ -148,7 +152,7 @@ pub unsafe extern "C" fn admit(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_i
         if !is_hash_or_empty(&key) {
             return error(ctx, api::ERRORMSG_WRONGTYPE);
         }
-        let field = args[3];
+        let field = args[4];
         let read = effects::read_hash(&key, field);
         match decision::capacity(&p, now, n, charge.c, read) {
             Ok(w) => capacity = w.map(|w| (key, field, w)),
@@ -160,7 +164,7 @@ pub unsafe extern "C" fn admit(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_i
         let w = decision::bucket_write(&p, now, &charge);
         // Never reached for a string or missing key; if Redis refused, nothing was written
         // and the caller must not count an admission.
-        if !effects::set_tats(&id, w.value, w.expire_at) {
+        if !effects::set_tats(&id, &w.value, w.expire_at) {
             return error(
                 ctx,
                 c"ERR tollgate: the identity's key could not be written",
@@ -229,8 +233,8 @@ pub unsafe extern "C" fn refund(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_
         None
     };
     let stored = value.as_deref().and_then(decision::unpack);
-    if let Some(v) = decision::refund_buckets(stored, burst, sustained) {
-        if !effects::set_tats(&id, v, None) {
+    if let Some(v) = decision::refund_buckets(stored, n, burst, sustained) {
+        if !effects::set_tats(&id, &v, None) {
             return error(
                 ctx,
                 c"ERR tollgate: the identity's key could not be written",

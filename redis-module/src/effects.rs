@@ -28,9 +28,10 @@ fn signal(key: &Key) {
 /// is `None` (`SET .. KEEPTTL`), else setting it (`SET .. PXAT`). The key is a string or
 /// missing (the caller checked). `false` if Redis refused the write (nothing was written).
 #[must_use]
-pub fn set_tats(key: &Key, value: [f64; 3], expire_at: Option<f64>) -> bool {
-    let bytes = pack(value);
-    if !key.write_string(&bytes) {
+pub fn set_tats(key: &Key, value: &[f64], expire_at: Option<f64>) -> bool {
+    let (buf, len) = pack(value);
+    let bytes = &buf[..len];
+    if !key.write_string(bytes) {
         return false;
     }
     let api = api();
@@ -38,8 +39,9 @@ pub fn set_tats(key: &Key, value: [f64; 3], expire_at: Option<f64>) -> bool {
         Some(ms) => {
             key.expire_at(ms as i64);
             // SAFETY: the format "sbcl" takes a string (the key's name, a live argument), a
-            // buffer and its length (24 bytes on our stack), a C string and a long long, in
-            // that order, as passed; Redis copies them into new objects before returning.
+            // buffer and its length (48 or 24 bytes, alive until we return), a C string and a
+            // long long, in that order, as passed; Redis copies them into new objects before
+            // returning.
             unsafe {
                 (api.replicate)(
                     key.ctx(),

@@ -52,6 +52,16 @@ impl ServerClock {
         }
     }
 
+    /// The server time at local microseconds `local`, as estimated (no later than the truth
+    /// while the clocks hold still); 0 before the first sample.
+    pub(super) fn server_micros(&self, local: u64) -> u64 {
+        // Relaxed: the estimate is read on its own, as in `deadline`.
+        match self.offset.load(Ordering::Relaxed) {
+            0 => 0,
+            offset => offset + local,
+        }
+    }
+
     /// The server time after which a call sent at local `sent`, whose caller gives up `budget`
     /// later, must charge nothing: `sent + budget` on the server's clock, less a tenth of the
     /// budget for the reply's way back. 0 (no deadline) before the first sample.

@@ -52,12 +52,15 @@
 //! the next microsecond, never granting more than `tokens / per`). Redis Lua numbers are doubles,
 //! exact for integers below 2^53; every number the script handles is such an integer: now
 //! (2^53 us is the year 2255), `t` and `tau` (at most 366 days + 2^32 us), a TAT (at most
-//! now + the largest tau of the profiles that charged it), a deadline, a window end, a count (at most 2^24). Windows of shared capacity are aligned to
-//! the server's clock; if that clock steps back, counts carry on in the newer window.
+//! now + a converted debt of at most 2^56 ns + the largest tau of the profiles that charged
+//! it), a deadline, a window end, a count (at most 2^24). Windows of shared capacity are
+//! aligned to the server's clock; if that clock steps back, counts carry on in the newer
+//! window. A reload's debt carries over in tokens, converted lazily (see `admit.lua`).
 //!
 //! # Keys
-//! `<prefix>:{<tag>}:i:<identity digest>` holds an identity's two TATs (and the expiry last set:
-//! three doubles, 24 bytes; the previous version's text `<burst>:<sustained>` is still read) and
+//! `<prefix>:{<tag>}:i:<identity digest>` holds an identity's two TATs, the expiry last set, the
+//! emission intervals the TATs are counted in and when it was last charged (six doubles, 48
+//! bytes; the previous versions' 24 bytes and text `<burst>:<sustained>` are still read) and
 //! `<prefix>:{<tag>}:c` a hash with the shard's window end, the shard's count and one count per
 //! tenant digest. The tag is the tenant's shard (or, without shared capacity, 14 bits of the
 //! tenant's digest), so one decision touches one Redis Cluster slot. Digests are keyed 128-bit
@@ -290,12 +293,29 @@ impl RedisLimiter {
         self.decide(key, true).await
     }
 
-    /// Swaps in a new profile for this worker, as [`Limiter::reload`] does (the same refusals).
-    /// The state in Redis stays, each bucket's TATs exactly as they are (the rule and bound of
-    /// [`Limiter::reload`]: a debt carries over in full, none is forgiven). Every worker must reload the same profile; until then each decides with its own.
-    /// Clears the deny cache (the new limits may refill sooner).
+    /// Swaps in a new profile for this worker, as [`Limiter::reload`] does (the same refusals
+    /// and the same rule: each bucket's debt carries over in tokens, none is forgiven). The
+    /// state in Redis is converted lazily, by the next decision on each key, as of this
+    /// reload's instant on the server's clock (as this worker estimates it; for each class the
+    /// reload that last changed its emission intervals), or as of the key's last charge if
+    /// that is later (a worker still on the old profile charged it); see
+    /// the README's **Reload** for the rule and its bound in a fleet. Every worker must reload
+    /// the same profile; until then each decides with its own. Clears the deny cache (the new
+    /// limits may refill sooner).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
+        let at = self.store.server_now();
+        self.reload_as_of(profile, at)
+    }
+
+    /// [`RedisLimiter::reload`] taking effect at server time `at` (microseconds since the
+    /// Unix epoch), for tests that compare with the embedded limiter at a known instant.
+    #[doc(hidden)]
+    pub fn reload_as_of(&self, profile: Profile, at: u64) -> Result<(), ProfileError> {
+        let _one = self.store.reloading();
+        let old = self.engine.config.load_full();
         self.engine.reload(profile)?;
+        self.store
+            .reloaded(&old, &self.engine.config.load_full(), at);
         if let Some(deny) = &self.deny {
             deny.clear();
         }

@@ -10,7 +10,12 @@
 -- args[4]  n, the slots to give back             args[5]  the tenant's field (with capacity)
 --
 -- Exact for the buckets: the charge moved each TAT to max(tat, now) + cost and this moves it
--- back by the cost; charges in between commute with it. Counts are given back only while the
+-- back by the cost; charges in between commute with it. A value that says which intervals it
+-- is counted in (48 bytes, see admit.lua) gets back n tokens of those: a reload between the
+-- charge and the refund converted the charge's tokens too. Older values (no intervals) get
+-- back the costs in args[1] and args[2], the worker's current intervals. n * t may pass 2^53
+-- only where it is larger than the TAT (a tiny interval's n against a huge one's value): the
+-- result is 0 then all the same. Counts are given back only while the
 -- hash still counts that window ('e'): once a newer window began, the old one's slots admit no
 -- one, and giving them back in the new one would hand them out twice. Expiries are kept (the
 -- stored one, and KEEPTTL): an earlier TAT only makes a key matter for less time. Numbers as
@@ -19,21 +24,32 @@
 local function refund(keys, args)
   local v = redis.call('GET', keys[1])
   if v then
-    local tb, ts, exp
-    if #v == 24 then
-      tb, ts, exp = struct.unpack('<ddd', v)
+    local n = tonumber(args[4])
+    if #v == 48 then
+      -- n tokens in the intervals the value is counted in now (a reload, here or at another
+      -- worker, may have converted it since the charge).
+      local tb, ts, exp, fb, fs, at = struct.unpack('<dddddd', v)
+      tb = math.max(tb - n * fb, 0)
+      ts = math.max(ts - n * fs, 0)
+      redis.call('SET', keys[1], struct.pack('<dddddd', tb, ts, exp, fb, fs, at), 'KEEPTTL')
     else
-      local a, b = string.match(v, '^(%d+):(%d+)$')
-      if a then
-        -- The previous version's text: written back packed, with no expiry known (0: the
-        -- next charge sets one).
-        tb, ts, exp = tonumber(a), tonumber(b), 0
+      local tb, ts, exp
+      if #v == 24 then
+        tb, ts, exp = struct.unpack('<ddd', v)
+      else
+        local a, b = string.match(v, '^(%d+):(%d+)$')
+        if a then
+          -- The previous version's text: written back packed, with no expiry known (0: the
+          -- next charge sets one).
+          tb, ts, exp = tonumber(a), tonumber(b), 0
+        end
       end
-    end
-    if tb then
-      tb = math.max(tb - tonumber(args[1]), 0)
-      ts = math.max(ts - tonumber(args[2]), 0)
-      redis.call('SET', keys[1], struct.pack('<ddd', tb, ts, exp), 'KEEPTTL')
+      if tb then
+        -- No intervals known: counted in the current ones, the costs the worker sent.
+        tb = math.max(tb - tonumber(args[1]), 0)
+        ts = math.max(ts - tonumber(args[2]), 0)
+        redis.call('SET', keys[1], struct.pack('<ddd', tb, ts, exp), 'KEEPTTL')
+      end
     end
   end
 

@@ -7,12 +7,16 @@ use core::time::Duration;
 use ::redis::{ErrorKind, RedisError};
 
 use super::clock::ServerClock;
+use std::sync::Arc;
+
 use super::connection::Connection;
 use super::program::{Entry, Program};
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Outcome};
 use crate::identity::{Digest, Key};
 use crate::published::PublishedBucket;
+use arc_swap::ArcSwap;
+use parking_lot::{Mutex, MutexGuard};
 
 /// What the script replied: ([`Outcome::index`] or [`EXPIRED`], wait in us, server time in us
 /// since the Unix epoch).
@@ -76,6 +80,15 @@ pub(super) struct Store {
     margin_ms: u64,
     /// The server's clock against ours, for the deadline a charging call carries.
     clock: ServerClock,
+    /// Per route class (by number), when its current emission intervals took effect at this
+    /// worker, in microseconds on the server's clock as [`ServerClock`] estimates it: a value
+    /// counted in other intervals is converted as of this instant, or of its last charge if
+    /// later (see `admit.lua`). A class not listed took effect at `connected`.
+    since: ArcSwap<Vec<u64>>,
+    /// The server's time when this worker connected (its first profile took effect).
+    connected: u64,
+    /// Held across a reload, so that two reloads pair each profile with its own instants.
+    reloading: Mutex<()>,
 }
 
 /// Where one decision's state lives (see `admit.lua`).
@@ -107,14 +120,59 @@ impl Store {
         // The first sample, so that the first decision already carries a deadline.
         let sent = clock.local_micros();
         let (secs, micros): (u64, u64) = ::redis::cmd("TIME").query_async(&mut conn).await?;
-        clock.observe(secs * 1_000_000 + micros, sent, clock.local_micros());
+        let server = secs * 1_000_000 + micros;
+        clock.observe(server, sent, clock.local_micros());
         Ok(Store {
             conn,
             program,
             prefix: prefix.into(),
             margin_ms: margin.as_millis() as u64,
             clock,
+            since: ArcSwap::from_pointee(Vec::new()),
+            connected: server,
+            reloading: Mutex::new(()),
         })
+    }
+
+    /// The server time now, as estimated (see [`ServerClock::server_micros`]).
+    pub(super) fn server_now(&self) -> u64 {
+        self.clock.server_micros(self.clock.local_micros())
+    }
+
+    /// Held by a reload from before its profile is published until [`Store::reloaded`].
+    pub(super) fn reloading(&self) -> MutexGuard<'_, ()> {
+        self.reloading.lock()
+    }
+
+    /// Records that `new` replaced `old` at `at` (server microseconds, taken before
+    /// publishing): classes whose emission intervals changed (or that are new) took effect
+    /// then, the others keep their instant. A decision that pairs one profile with the other's
+    /// instants converts as of an instant no earlier than the stored value's last charge all
+    /// the same (`admit.lua`), so either pairing is sound.
+    pub(super) fn reloaded(&self, old: &Config, new: &Config, at: u64) {
+        let prev = self.since.load();
+        let intervals = |cfg: &Config, i: usize| {
+            let c = cfg.published.route_classes.get(i)?;
+            Some((micros(&c.burst)[0], micros(&c.sustained)[0]))
+        };
+        let next = (0..new.published.route_classes.len())
+            .map(|i| match intervals(old, i) {
+                Some(t) if Some(t) == intervals(new, i) => {
+                    prev.get(i).copied().unwrap_or(self.connected)
+                }
+                _ => at,
+            })
+            .collect();
+        self.since.store(Arc::new(next));
+    }
+
+    /// When `class`'s current intervals took effect (see `since`).
+    fn since(&self, class: usize) -> u64 {
+        self.since
+            .load()
+            .get(class)
+            .copied()
+            .unwrap_or(self.connected)
     }
 
     /// The keys a decision for `key` touches, the tenant's field and its cap.
@@ -161,6 +219,7 @@ impl Store {
             ),
             n.to_string(),
             deadline.to_string(),
+            self.since(key.class.0 as usize).to_string(),
         ];
         args.extend(place.field);
         (place.keys, args, place.cap)

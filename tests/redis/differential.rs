@@ -62,8 +62,9 @@ fn replay(harness: Harness) {
     ] {
         assert!(seen.decisions[o.index()] > 0, "no {o:?} compared: {seen:?}");
     }
+    // Reloads that change a class's emission intervals are compared across (debt in tokens).
     assert!(
-        seen.peeks > 0 && seen.admit_all_checked > 0 && seen.reloads > 0,
+        seen.peeks > 0 && seen.admit_all_checked > 0 && seen.reloads > 0 && seen.converted > 0,
         "{seen:?}"
     );
 }
@@ -76,5 +77,7 @@ fn add(to: &mut Compared, one: Compared) {
     to.admit_all_checked += one.admit_all_checked;
     to.admit_all_open += one.admit_all_open;
     to.reloads += one.reloads;
+    to.converted += one.converted;
+    to.renamed += one.renamed;
     to.stopped += one.stopped;
 }

@@ -9,6 +9,7 @@ mod differential;
 mod fleet;
 mod module;
 mod outage;
+mod reload;
 #[cfg(feature = "metrics")]
 mod telemetry;
 mod weighted;

@@ -53,6 +53,18 @@ fn packed(v: [f64; 3]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
+/// The current value: both TATs, the expiry, the intervals they are counted in, the last charge.
+fn packed6(v: [f64; 6]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+fn doubles(bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks(8)
+        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
 /// Runs one decision by the module (`tollgate.admit keys.. args..`) or the function
 /// (`FCALL a numkeys keys.. args..`).
 async fn decide(
@@ -110,10 +122,12 @@ async fn module_and_function_write_the_same_bytes_and_reply_alike() {
         // Weighted 3, a peek, then 4 (the tenant's cap of 7 is then used up), then 1: refused
         // by the tenant's share.
         for n in ["3", "0", "4", "1"] {
-            let r = decide(&mut c, module, &[id, hash], &[class, n, "0", "tenant"]).await;
+            let r = decide(&mut c, module, &[id, hash], &[class, n, "0", "0", "tenant"]).await;
             replies.push(triple(&r.unwrap()));
         }
         let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        // The last charge's instant: the third call's.
+        let charged = replies[2][2] as f64;
         let mut fields: Vec<(String, String)> =
             cmd("HGETALL").arg(hash).query_async(&mut c).await.unwrap();
         fields.sort();
@@ -121,12 +135,16 @@ async fn module_and_function_write_the_same_bytes_and_reply_alike() {
         assert!(ttl > 0, "the capacity hash expires");
         assert_eq!(
             bytes,
-            packed([
+            packed6([
                 now + 500_000.0 + 7.0 * 100_000.0,
                 now + 2_000_000.0 + 7.0 * 3_600_000.0,
-                9e12
+                9e12,
+                100_000.0,
+                3_600_000.0,
+                charged
             ]),
-            "module {module}: both TATs moved by 7 tokens, the expiry kept"
+            "module {module}: both TATs moved by 7 tokens, the expiry kept, the intervals and \
+             the instant of the last charge written (the previous version's 24 bytes read)"
         );
         let outcomes: Vec<i64> = replies.iter().map(|r| r[0]).collect();
         assert_eq!(outcomes, [0, 0, 0, 3], "module {module}: {replies:?}");
@@ -176,10 +194,13 @@ async fn module_and_function_write_the_same_bytes_and_reply_alike() {
         let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
         assert_eq!(
             bytes,
-            packed([
+            packed6([
                 now + 500_000.0 + 5.0 * 100_000.0,
                 now + 2_000_000.0 + 5.0 * 3_600_000.0,
-                9e12
+                9e12,
+                100_000.0,
+                3_600_000.0,
+                charged
             ]),
             "module {module}: refunded"
         );
@@ -198,6 +219,135 @@ async fn module_and_function_write_the_same_bytes_and_reply_alike() {
     }
 }
 
+/// A value counted in other emission intervals (a reload): the module and the function
+/// convert it alike, as of the later of the reload instant (`ARGV[4]`) and the value's last
+/// charge, and write the same bytes; a refusal converts without writing; a refund gives back
+/// tokens of the intervals the value is counted in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn module_and_function_convert_a_reloaded_value_alike() {
+    let (_server, mut c) = both().await;
+    let now = now_us(&mut c).await as f64;
+    // Charged 2 s ago under burst 100/1s (10 ms), sustained 1000/1h (3.6 s), owing 1 s and
+    // 100 s from then; now the class is burst 100/10s (100 ms) and sustained 1000/2h (7.2 s),
+    // reloaded 1 s ago. Debt at the reload: 0 s of burst (full), 99 s of sustained: 27.5
+    // tokens, owed as 27.5 * 7.2 s = 198 s.
+    let (s, r) = (now - 2e6, now - 1e6);
+    let state = packed6([s + 1e6, s + 1e8, 9e12, 10_000.0, 3_600_000.0, s]);
+    let class = "100000 10000000 7200000 7200000000 100 0 0 0";
+    let reloaded = (r as u64).to_string();
+    let mut written = Vec::new();
+    for (module, id) in [(true, "m:{1}:i"), (false, "f:{1}:i")] {
+        let _: () = cmd("SET")
+            .arg(id)
+            .arg(&state)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let r1 = triple(
+            &decide(&mut c, module, &[id], &[class, "1", "0", &reloaded])
+                .await
+                .unwrap(),
+        );
+        assert_eq!(r1[0], 0, "module {module}: admitted");
+        let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        let v = doubles(&bytes);
+        assert_eq!(
+            v[..5],
+            [
+                r1[2] as f64 + 100_000.0,
+                r + 198e6 + 7.2e6,
+                9e12,
+                100_000.0,
+                7_200_000.0
+            ],
+            "module {module}: converted as of the reload, then charged"
+        );
+        assert_eq!(v[5], r1[2] as f64, "module {module}: the charge's instant");
+        // (The burst was full at the reload: its TAT is this call's instant plus a token.)
+        written.push(v[1..5].to_vec());
+        // A reload instant before the last charge converts as of the charge instead: the
+        // sustained bucket owed 100 s then, 27.78 tokens, ceil(100 s * 2) = 200 s now.
+        let _: () = cmd("SET")
+            .arg(id)
+            .arg(&state)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let r2 = triple(
+            &decide(&mut c, module, &[id], &[class, "1", "0", "0"])
+                .await
+                .unwrap(),
+        );
+        let v = doubles(
+            &cmd("GET")
+                .arg(id)
+                .query_async::<Vec<u8>>(&mut c)
+                .await
+                .unwrap(),
+        );
+        assert_eq!((r2[0], v[1]), (0, s + 200e6 + 7.2e6), "module {module}");
+        // A refusal converts and writes nothing: the state again, a cost of 100 burst tokens
+        // (the burst owed 100 ms * 100 as of the charge, 10 s: none left).
+        let _: () = cmd("SET")
+            .arg(id)
+            .arg(&state)
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        let r3 = triple(
+            &decide(&mut c, module, &[id], &[class, "100", "0", "0"])
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            (r3[0], r3[1] + r3[2]),
+            (1, (s + 1e7) as i64),
+            "module {module}: refused until the converted debt is paid"
+        );
+        let after: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        assert_eq!(after, state, "module {module}: a refusal writes nothing");
+        // A refund of one token gives back 10 ms and 3.6 s, the stored intervals', not the
+        // costs the worker sent (its current intervals').
+        let args = ["100000", "7200000", "0", "1"];
+        let _: i64 = if module {
+            cmd("tollgate.refund")
+                .arg(id)
+                .arg(&args)
+                .query_async(&mut c)
+                .await
+        } else {
+            cmd("FCALL")
+                .arg("r")
+                .arg(1)
+                .arg(id)
+                .arg(&args)
+                .query_async(&mut c)
+                .await
+        }
+        .unwrap();
+        let back = doubles(
+            &cmd("GET")
+                .arg(id)
+                .query_async::<Vec<u8>>(&mut c)
+                .await
+                .unwrap(),
+        );
+        assert_eq!(
+            back,
+            [
+                s + 1e6 - 10_000.0,
+                s + 1e8 - 3_600_000.0,
+                9e12,
+                10_000.0,
+                3_600_000.0,
+                s
+            ],
+            "module {module}: refunded in the stored intervals"
+        );
+    }
+    assert_eq!(written[0], written[1], "the same conversion by both");
+}
+
 /// A new identity: the expiry is set (`PXAT`) to the same instant the function sets, within
 /// the microseconds between the two calls; the previous version's text is read and replaced.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -207,14 +357,16 @@ async fn new_and_previous_version_keys() {
     for module in [true, false] {
         let id = if module { "m:{1}:i" } else { "f:{1}:i" };
         let r = triple(
-            &decide(&mut c, module, &[id], &[class, "1", "0"])
+            &decide(&mut c, module, &[id], &[class, "1", "0", "0"])
                 .await
                 .unwrap(),
         );
         let now = r[2];
         assert_eq!(r[..2], [0, 100_000], "module {module}");
         let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        assert_eq!(bytes.len(), 48, "module {module}");
         let d = |i: usize| f64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
+        assert_eq!([d(3), d(4), d(5)], [100_000.0, 3_600_000.0, now as f64]);
         // need = sustained TAT in ms + 1; plus the margin and an eighth of 3.6 s.
         let need = (now + 3_600_000) / 1000 + 1;
         let exp = need + 100 + 450;
@@ -237,7 +389,7 @@ async fn new_and_previous_version_keys() {
             .await
             .unwrap();
         let r = triple(
-            &decide(&mut c, module, &[id], &[class, "1", "0"])
+            &decide(&mut c, module, &[id], &[class, "1", "0", "0"])
                 .await
                 .unwrap(),
         );
@@ -271,12 +423,21 @@ async fn bad_input_is_an_error_and_writes_nothing() {
         &["tollgate.admit"],
         &["tollgate.admit", "i:{1}"],
         &["tollgate.admit", "i:{1}", good, "1"],
-        &["tollgate.admit", "i:{1}", good, "1", "0", "extra"],
-        &["tollgate.admit", "i:{1}", good, "1.5", "0"],
-        &["tollgate.admit", "i:{1}", good, "1", "soon"],
-        &["tollgate.admit", "i:{1}", good, "99999999999999999999", "0"],
+        &["tollgate.admit", "i:{1}", good, "1", "0"],
+        &["tollgate.admit", "i:{1}", good, "1", "0", "0", "extra"],
+        &["tollgate.admit", "i:{1}", good, "1.5", "0", "0"],
+        &["tollgate.admit", "i:{1}", good, "1", "soon", "0"],
+        &["tollgate.admit", "i:{1}", good, "1", "0", "later"],
+        &[
+            "tollgate.admit",
+            "i:{1}",
+            good,
+            "99999999999999999999",
+            "0",
+            "0",
+        ],
         // Shared capacity without its key and field.
-        &["tollgate.admit", "i:{1}", cap, "1", "0"],
+        &["tollgate.admit", "i:{1}", cap, "1", "0", "0"],
         &["tollgate.refund", "i:{1}", "1", "2", "3"],
         &["tollgate.refund", "i:{1}", "1", "x", "0", "1"],
         &["tollgate.refund", "i:{1}", "1", "2", "1000000", "1"],
@@ -297,11 +458,11 @@ async fn bad_input_is_an_error_and_writes_nothing() {
     }
     // Both refuse these.
     let both: &[(&[&str], &[&str])] = &[
-        (&["i:{1}"], &["1 2 3", "1", "0"]),
-        (&["i:{1}"], &[good, "x", "0"]),
-        (&["i:{1}"], &[good, "1", "x"]),
-        (&["h:{1}"], &[good, "1", "0"]),
-        (&["i:{1}", "s:{1}"], &[cap, "1", "0", "t"]),
+        (&["i:{1}"], &["1 2 3", "1", "0", "0"]),
+        (&["i:{1}"], &[good, "x", "0", "0"]),
+        (&["i:{1}"], &[good, "1", "x", "0"]),
+        (&["h:{1}"], &[good, "1", "0", "0"]),
+        (&["i:{1}", "s:{1}"], &[cap, "1", "0", "0", "t"]),
     ];
     for (keys, args) in both {
         let m = decide(&mut c, true, keys, args).await;

@@ -35,6 +35,7 @@
 //! ([`Harness::start_mixed`]: a fleet mixing nodes with and without the module).
 
 use std::cell::Cell;
+use std::collections::HashMap;
 use std::time::Duration;
 
 use tollgate::quanta::Clock;
@@ -113,9 +114,29 @@ pub struct Compared {
     pub admit_all_open: u64,
     /// Reloads applied on both sides.
     pub reloads: u64,
+    /// Reloads that changed a class's emission intervals and were compared across (the
+    /// class's identities kept), and those that moved the class to fresh names (an identity
+    /// of it had not been charged since the previous such reload).
+    pub converted: u64,
+    pub renamed: u64,
     /// Inputs that ended early (the server's clock stepped back, or a window ended inside an
     /// `admit_all`).
     pub stopped: u64,
+}
+
+/// The embedded limiter's decision with its wait rounded up to a whole microsecond, as Redis
+/// keeps a debt converted by a reload (see the reload step).
+fn in_micros(d: Decision) -> Decision {
+    match d {
+        Decision::Throttle {
+            retry_after,
+            bucket,
+        } => Decision::Throttle {
+            retry_after: Duration::from_micros(retry_after.as_nanos().div_ceil(1_000) as u64),
+            bucket,
+        },
+        other => other,
+    }
 }
 
 /// Runs one input against the harness's server; panics on a divergence.
@@ -198,9 +219,14 @@ async fn steps(
 ) -> Result<(), Stop> {
     let mut slept = Duration::ZERO;
     // Names of the current generation: moved on after an `admit_all` charged, and per class
-    // after a reload that changed the class's emission intervals (see the reload below).
+    // after a reload that changed the class's emission intervals when one of its identities
+    // was charged before the previous such reload (see the reload below).
     let mut generation = 0u32;
     let mut reloaded = [0u32; 2];
+    // Per class, the reloads so far that changed its emission intervals; per identity and
+    // class, how many there had been at its first charge.
+    let mut changes = [0u32; 2];
+    let mut charged: HashMap<(String, usize), u32> = HashMap::new();
     let name = |k: usize, g: u32, r: u32| format!("{}-{g}-{r}", KEYS[k]);
     for _ in 0..MAX_STEPS {
         if b.0.is_empty() {
@@ -222,13 +248,16 @@ async fn steps(
                 let (verdict, now) = p.redis().evaluate_traced(&p.key(&who, c)).await;
                 let now = now.unwrap_or_else(|| panic!("no server time: {verdict:?}"));
                 p.set(now)?;
-                let want = p.embedded.admit(&p.key(&who, c));
+                let want = in_micros(p.embedded.admit(&p.key(&who, c)));
                 assert_eq!(
                     verdict.decision, want,
                     "admit {who} c{c} at server time {now} us (embedded {} us), specs {specs:?}, capacity {capacity:?}",
                     p.at
                 );
                 seen.decisions[want.outcome().index()] += 1;
+                if want.is_admit() {
+                    charged.entry((who, c)).or_insert(changes[c]);
+                }
             }
             3 | 4 => {
                 let n = COSTS[usize::from(b.u8()) % COSTS.len()];
@@ -241,13 +270,16 @@ async fn steps(
                         "no server time for {verdict:?}"
                     ),
                 }
-                let want = p.embedded.admit_n(&p.key(&who, c), n);
+                let want = in_micros(p.embedded.admit_n(&p.key(&who, c), n));
                 assert_eq!(
                     verdict.decision, want,
                     "admit_n {who} c{c} n {n} at server time {now:?} us (embedded {} us), specs {specs:?}, capacity {capacity:?}",
                     p.at
                 );
                 seen.decisions[want.outcome().index()] += 1;
+                if want.is_admit() && n > 0 {
+                    charged.entry((who, c)).or_insert(changes[c]);
+                }
             }
             5 => {
                 let who = name(k, generation, reloaded[c]);
@@ -262,7 +294,7 @@ async fn steps(
                 if hi - lo <= MAX_BRACKET_US {
                     let matched = (lo..=hi).find(|&t| {
                         p.seek(t);
-                        p.embedded.peek(&p.key(&who, c)) == got
+                        in_micros(p.embedded.peek(&p.key(&who, c))) == got
                     });
                     p.seek(lo);
                     let at_lo = p.embedded.peek(&p.key(&who, c));
@@ -336,8 +368,8 @@ async fn steps(
                             );
                             let waits = (
                                 g.decision.retry_after(),
-                                ea.decision.retry_after(),
-                                ez.decision.retry_after(),
+                                in_micros(ea.decision).retry_after(),
+                                in_micros(ez.decision).retry_after(),
                             );
                             assert!(
                                 match waits {
@@ -356,6 +388,16 @@ async fn steps(
                         }
                     },
                 };
+                // The items before a refusal were charged, then given back: written all the same.
+                if let Err(g) = &got {
+                    for (w, class, n) in &items[..g.index] {
+                        if *n > 0 {
+                            charged
+                                .entry((w.clone(), *class))
+                                .or_insert(changes[*class]);
+                        }
+                    }
+                }
                 if embedded_ok || got.is_ok() {
                     // The charged state depends on instants the server did not report.
                     if capacity.is_some() && embedded_ok != got.is_ok() {
@@ -373,10 +415,12 @@ async fn steps(
                 };
                 let mut rp = profile.clone();
                 rp.store = redis_profile.store;
+                // Both sides take the new profile at the same instant (the embedded clock's).
+                let at = p.zero + p.at;
                 let r = p
                     .limiters
                     .iter()
-                    .map(|l| l.reload(rp.clone()))
+                    .map(|l| l.reload_as_of(rp.clone(), at))
                     .reduce(|a, b| a.and(b))
                     .expect("a limiter");
                 let e = p.embedded.reload(profile);
@@ -387,13 +431,30 @@ async fn steps(
                 );
                 if r.is_ok() {
                     seen.reloads += 1;
-                    // The embedded limiter carries a debt across a reload in tokens; the Redis
-                    // script still keeps the TAT as it is (debt in time). The two agree when
-                    // the class's emission intervals stay (100/1s to 200/2s); otherwise only for
-                    // identities without debt: fresh names of that class from here on.
+                    // Both carry a debt across a reload in tokens, converted as of the reload,
+                    // and the first conversion of an identity must agree exactly (Redis rounds
+                    // the converted debt up to a whole microsecond, the embedded limiter to a
+                    // nanosecond: Redis's waits are the embedded ones rounded up, and every
+                    // decision is the same, `in_micros`). Past that they may differ: the
+                    // embedded limiter converts through every profile since the identity's
+                    // last charge and Redis from that charge's intervals at once, and a second
+                    // conversion scales the sub-microsecond difference. So at a reload that
+                    // changes a class's intervals, if an identity of it (of the current names)
+                    // was charged before the previous such reload, the class moves to fresh
+                    // names.
                     let t = |(bt, bp, st, sp): Spec| (bp * 1_000_000 / bt, sp * 1_000_000 / st);
                     if t(specs[c]) != t(new) {
-                        reloaded[c] += 1;
+                        let converted = (0..KEYS.len()).any(|k| {
+                            let who = name(k, generation, reloaded[c]);
+                            charged.get(&(who, c)).is_some_and(|&at| at < changes[c])
+                        });
+                        if converted {
+                            reloaded[c] += 1;
+                            seen.renamed += 1;
+                        } else {
+                            seen.converted += 1;
+                        }
+                        changes[c] += 1;
                     }
                     *specs = next;
                     redis_profile = rp;
