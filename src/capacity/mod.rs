@@ -225,4 +225,33 @@ mod tests {
         assert_eq!(CapacityConfig::cap(4000, 0.5, 10.0), 4000);
         assert_eq!(CapacityConfig::cap(1, 0.01, 1.0), 1);
     }
+
+    /// `shards` shards of `slots` per window of `window_ns`, every tenant capped at half.
+    fn config(shards: u32, window_ns: u64, slots: u64) -> CapacityConfig {
+        CapacityConfig {
+            shards,
+            window_ns,
+            slots_per_window: slots,
+            default_cap: slots / 2,
+            listed: DigestMap::default(),
+            counters: (0..shards).map(|_| ShardCounter::new()).collect(),
+        }
+    }
+
+    #[test]
+    fn memory_is_one_cache_line_a_shard() {
+        assert_eq!(config(3, 1_000_000_000, 10).memory_bytes(), 3 * 64);
+        assert_eq!(config(1, 1_000_000_000, 10).memory_bytes(), 64);
+    }
+
+    /// The Redis backend's window in microseconds never ends before the engine's.
+    #[cfg(feature = "redis")]
+    #[test]
+    fn the_redis_window_is_rounded_up_to_whole_microseconds() {
+        assert_eq!(
+            config(1, 1_000_000_000, 40).window_micros(),
+            (1_000_000, 40)
+        );
+        assert_eq!(config(1, 1_500, 7).window_micros(), (2, 7));
+    }
 }

@@ -176,3 +176,83 @@ fn a_never_used_slot_is_taken_before_another_partitions() {
     let h = held.borrow();
     assert_eq!((h.get(&pa), h.get(&pb)), (Some(&1), Some(&1)));
 }
+
+/// An admit whose slot is reclaimed for another identity between its read and its CAS (here
+/// from inside its own update: one thread standing in for two) writes nothing into the new
+/// occupant's state: the new generation fails its CAS, and it looks for its identity again.
+#[test]
+fn an_admit_never_writes_into_a_slot_reclaimed_under_it() {
+    let t: Table = Table::new(1);
+    charge(&t, d(1), 0, 100).unwrap();
+    // At 100 identity 1 is full, so its slot, the only one, may be reclaimed.
+    let mut calls = 0;
+    let r = t.update(d(1), &Unpartitioned, 100, |tats| {
+        calls += 1;
+        if calls == 1 {
+            assert_eq!(charge(&t, d(2), 100, 100).map(|n| n.burst), Ok(200));
+        }
+        let n = Tats {
+            burst: tats.burst.max(100) + 7,
+            sustained: tats.sustained.max(100) + 7,
+        };
+        Apply::Write(n, n)
+    });
+    assert_eq!(
+        r,
+        Err(TableFull),
+        "identity 1 lost its slot and none is free"
+    );
+    assert_eq!(calls, 1, "the update never ran on identity 2's TATs");
+    assert_eq!(t.peek(d(1)), None);
+    assert_eq!(
+        t.peek(d(2)),
+        Some(Tats {
+            burst: 200,
+            sustained: 200
+        })
+    );
+}
+
+/// A table holding whole 2 MiB pages asks for huge pages over all of them (advice only: on a
+/// kernel without transparent huge pages `madvise` refuses and nothing changes).
+#[cfg(target_os = "linux")]
+#[test]
+fn a_large_table_is_advised_huge_pages_over_its_whole_pages() {
+    const HUGE: usize = 2 << 20;
+    // 6 MiB and one slot: at least two whole huge pages inside, wherever it lands.
+    let t: Table = Table::new(3 * HUGE / 64 + 1);
+    let (start, len) = (t.slots.as_ptr() as usize, t.slots.len() * 64);
+    let (first, end) = (start.next_multiple_of(HUGE), (start + len) / HUGE * HUGE);
+    assert!(end - first >= 2 * HUGE);
+    let thp = std::path::Path::new("/sys/kernel/mm/transparent_hugepage").exists();
+    assert_eq!(
+        (huge_page_advised(first), huge_page_advised(end - 1)),
+        (thp, thp),
+        "the first and the last whole page are advised where the kernel has huge pages"
+    );
+}
+
+/// Whether the mapping holding `addr` has `MADV_HUGEPAGE` (`hg` in its `VmFlags` in
+/// `/proc/self/smaps`).
+#[cfg(target_os = "linux")]
+fn huge_page_advised(addr: usize) -> bool {
+    let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+    let mut lines = smaps.lines();
+    loop {
+        let line = lines.next().expect("a mapping holds the address");
+        let Some((lo, hi)) = line.split(' ').next().and_then(|r| r.split_once('-')) else {
+            continue;
+        };
+        let (Ok(lo), Ok(hi)) = (usize::from_str_radix(lo, 16), usize::from_str_radix(hi, 16))
+        else {
+            continue;
+        };
+        if lo <= addr && addr < hi {
+            let flags = lines.find_map(|l| l.strip_prefix("VmFlags:"));
+            return flags
+                .expect("smaps lists VmFlags")
+                .split_whitespace()
+                .any(|f| f == "hg");
+        }
+    }
+}

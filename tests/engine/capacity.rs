@@ -392,3 +392,59 @@ fn discovery_document_has_limits_and_nothing_private() {
         assert!(!json.contains(secret), "{secret} in {json}");
     }
 }
+
+/// A cost of exactly the tenant's cap fits an empty window, so when the tenant's share refuses
+/// it the wait is the next window's (only a cost above the cap is refused with none).
+#[test]
+fn a_cost_of_the_whole_cap_waits_for_the_next_window() {
+    // 10 slots, share 0.5: a cap of 5.
+    let (l, mock) = limiter(profile(10, 0.5, 100, ""));
+    mock.increment(Duration::from_millis(250));
+    let k = key(&l, "t", "p");
+    assert_eq!(l.admit(&k), Decision::Admit);
+    assert_eq!(
+        l.admit_n(&k, 5),
+        Decision::Unavailable {
+            retry_after: Some(Duration::from_millis(750)),
+            cause: Cause::TenantShare
+        }
+    );
+    mock.increment(Duration::from_millis(750));
+    assert_eq!(l.admit_n(&k, 5), Decision::Admit);
+}
+
+/// A cost of exactly a shard's slots fits an empty window, so when a full shard refuses it the
+/// wait is the next window's (only a cost above the slots is refused with none).
+#[test]
+fn a_cost_of_the_whole_shard_waits_for_the_next_window() {
+    // 10 slots, share 1: every tenant may have all of them.
+    let (l, mock) = limiter(profile(10, 1.0, 100, ""));
+    mock.increment(Duration::from_millis(250));
+    assert_eq!(l.admit(&key(&l, "a", "p")), Decision::Admit);
+    let b = key(&l, "b", "p");
+    assert_eq!(
+        l.admit_n(&b, 10),
+        Decision::Unavailable {
+            retry_after: Some(Duration::from_millis(750)),
+            cause: Cause::ShardFull
+        }
+    );
+    mock.increment(Duration::from_millis(750));
+    assert_eq!(l.admit_n(&b, 10), Decision::Admit);
+}
+
+/// Unlisted tenants are spread over the shards by their keyed hash: with 4 shards, 64 tenants
+/// each asking for a whole shard's slots get exactly 4 of them (one a shard; all 64 hashing to
+/// fewer shards has odds of about 4e-8, and the key secret is fixed).
+#[test]
+fn unlisted_tenants_spread_over_the_shards() {
+    let p = profile(10, 1.0, 100, "");
+    let four = serde_yaml_ng::to_string(&p)
+        .unwrap()
+        .replace("shards: 1", "shards: 4");
+    let (l, _) = limiter(Profile::from_yaml(&four).unwrap());
+    let admitted = (0..64)
+        .filter(|t| l.admit_n(&key(&l, &format!("t{t}"), "p"), 10).is_admit())
+        .count();
+    assert_eq!(admitted, 4, "one tenant a shard holds all its slots");
+}
