@@ -156,6 +156,9 @@ fn a_tenant_at_its_cap_reuses_its_own_slot_while_another_claims() {
     });
 }
 
+/// Bytes of one snapshot record (format version 2: slot, class, digests, debts).
+const RECORD: usize = 54;
+
 /// The slot `who` of `tenant` takes alone in an empty table: its home. Read from a snapshot
 /// (its one record starts with the slot's index), on a scratch limiter with the same secret.
 fn home(p: &Profile, tenant: &'static str, who: &'static str) -> u32 {
@@ -171,7 +174,7 @@ fn home(p: &Profile, tenant: &'static str, who: &'static str) -> u32 {
     l.snapshot(&mut one).unwrap();
     // Header (what the empty snapshot has before its 16-byte end), then the record.
     let at = empty.len() - 16;
-    assert_eq!(one.len(), empty.len() + 52, "one record");
+    assert_eq!(one.len(), empty.len() + RECORD, "one record");
     u32::from_le_bytes(one[at..at + 4].try_into().unwrap())
 }
 

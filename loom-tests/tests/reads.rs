@@ -63,9 +63,9 @@ fn record_alone(p: &Profile, who: &str, n: u32) -> (Vec<u8>, usize) {
     l.admit_all(&[(key(&l, "t", who), n)]).unwrap();
     let mut snap = Vec::new();
     l.snapshot(&mut snap).unwrap();
-    // The record is 52 bytes, then the 16-byte end.
+    // The record is 54 bytes (format version 2), then the 16-byte end.
     let end = snap.len() - 16;
-    (snap[end - 52..end].to_vec(), end - 52)
+    (snap[end - 54..end].to_vec(), end - 54)
 }
 
 /// Whatever the interleaving, the snapshot has no record (every state it read was full, or
