@@ -35,7 +35,6 @@
 //! ([`Harness::start_mixed`]: a fleet mixing nodes with and without the module).
 
 use std::cell::Cell;
-use std::collections::HashMap;
 use std::time::Duration;
 
 use tollgate::quanta::Clock;
@@ -45,9 +44,11 @@ use tollgate::{Decision, Limiter, Profile};
 use crate::redis_server::RedisServer;
 
 mod input;
+mod names;
 mod pair;
 
 use input::{yaml, Bytes, Spec};
+use names::Names;
 use pair::{Pair, Stop};
 
 /// One `redis-server` and a runtime to drive the Redis backend, shared by every input.
@@ -218,16 +219,7 @@ async fn steps(
     seen: &mut Compared,
 ) -> Result<(), Stop> {
     let mut slept = Duration::ZERO;
-    // Names of the current generation: moved on after an `admit_all` charged, and per class
-    // after a reload that changed the class's emission intervals when one of its identities
-    // was charged before the previous such reload (see the reload below).
-    let mut generation = 0u32;
-    let mut reloaded = [0u32; 2];
-    // Per class, the reloads so far that changed its emission intervals; per identity and
-    // class, how many there had been at its first charge.
-    let mut changes = [0u32; 2];
-    let mut charged: HashMap<(String, usize), u32> = HashMap::new();
-    let name = |k: usize, g: u32, r: u32| format!("{}-{g}-{r}", KEYS[k]);
+    let mut names = Names::default();
     for _ in 0..MAX_STEPS {
         if b.0.is_empty() {
             break;
@@ -244,7 +236,7 @@ async fn steps(
                 }
             }
             1 | 2 => {
-                let who = name(k, generation, reloaded[c]);
+                let who = names.of(k, c);
                 let (verdict, now) = p.redis().evaluate_traced(&p.key(&who, c)).await;
                 let now = now.unwrap_or_else(|| panic!("no server time: {verdict:?}"));
                 p.set(now)?;
@@ -256,12 +248,12 @@ async fn steps(
                 );
                 seen.decisions[want.outcome().index()] += 1;
                 if want.is_admit() {
-                    charged.entry((who, c)).or_insert(changes[c]);
+                    names.charged(&who, c);
                 }
             }
             3 | 4 => {
                 let n = COSTS[usize::from(b.u8()) % COSTS.len()];
-                let who = name(k, generation, reloaded[c]);
+                let who = names.of(k, c);
                 let (verdict, now) = p.redis().evaluate_n_traced(&p.key(&who, c), n).await;
                 match now {
                     Some(now) => p.set(now)?,
@@ -278,11 +270,11 @@ async fn steps(
                 );
                 seen.decisions[want.outcome().index()] += 1;
                 if want.is_admit() && n > 0 {
-                    charged.entry((who, c)).or_insert(changes[c]);
+                    names.charged(&who, c);
                 }
             }
             5 => {
-                let who = name(k, generation, reloaded[c]);
+                let who = names.of(k, c);
                 let a = p.server_time();
                 let got = p.redis().peek(&p.key(&who, c)).await;
                 let z = p.server_time();
@@ -316,11 +308,7 @@ async fn steps(
                     let x = b.u8();
                     let n = COSTS[usize::from(x >> 3) % COSTS.len()];
                     let class = usize::from(x >> 2) % 2;
-                    items.push((
-                        name(usize::from(x) % 4, generation, reloaded[class]),
-                        class,
-                        n,
-                    ));
+                    items.push((names.of(usize::from(x) % 4, class), class, n));
                 }
                 let keys = |p: &Pair| {
                     items
@@ -392,9 +380,7 @@ async fn steps(
                 if let Err(g) = &got {
                     for (w, class, n) in &items[..g.index] {
                         if *n > 0 {
-                            charged
-                                .entry((w.clone(), *class))
-                                .or_insert(changes[*class]);
+                            names.charged(w, *class);
                         }
                     }
                 }
@@ -403,7 +389,7 @@ async fn steps(
                     if capacity.is_some() && embedded_ok != got.is_ok() {
                         return Err(Stop);
                     }
-                    generation += 1;
+                    names.next_generation();
                 }
             }
             _ => {
@@ -444,17 +430,11 @@ async fn steps(
                     // names.
                     let t = |(bt, bp, st, sp): Spec| (bp * 1_000_000 / bt, sp * 1_000_000 / st);
                     if t(specs[c]) != t(new) {
-                        let converted = (0..KEYS.len()).any(|k| {
-                            let who = name(k, generation, reloaded[c]);
-                            charged.get(&(who, c)).is_some_and(|&at| at < changes[c])
-                        });
-                        if converted {
-                            reloaded[c] += 1;
+                        if names.intervals_changed(c) {
                             seen.renamed += 1;
                         } else {
                             seen.converted += 1;
                         }
-                        changes[c] += 1;
                     }
                     *specs = next;
                     redis_profile = rp;
