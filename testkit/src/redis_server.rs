@@ -105,6 +105,11 @@ impl RedisServer {
             .collect()
     }
 
+    /// The server's clock (`TIME`), in microseconds since the Unix epoch.
+    pub fn time_micros(&self) -> u64 {
+        time_micros_at(self.port)
+    }
+
     /// Calls of one command since the server started (`INFO commandstats`), e.g. "evalsha".
     pub fn calls(&self, command: &str) -> u64 {
         let info = self.cmd(&["INFO", "commandstats"]);
@@ -118,6 +123,15 @@ impl RedisServer {
 
 /// Runs one command on the server at 127.0.0.1:`port`; the reply flattened to strings (arrays
 /// one element a line), an error reply as an error.
+/// The clock (`TIME`) of the server on `port`, in microseconds since the Unix epoch.
+pub fn time_micros_at(port: u16) -> u64 {
+    let time = cmd_at(port, &["TIME"]).expect("redis TIME");
+    let mut parts = time
+        .lines()
+        .map(|p| p.parse::<u64>().expect("TIME's two integers"));
+    parts.next().expect("seconds") * 1_000_000 + parts.next().expect("microseconds")
+}
+
 pub fn cmd_at(port: u16, args: &[&str]) -> std::io::Result<String> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;

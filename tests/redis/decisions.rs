@@ -515,9 +515,7 @@ async fn state_of_the_previous_script_version_is_honoured() {
         .unwrap();
     assert_eq!(server.cmd(&["STRLEN", &identity]), "48");
     // The previous version's text: burst TAT 5 s ahead of the server's clock.
-    let time = server.cmd(&["TIME"]);
-    let mut parts = time.lines().map(|p| p.parse::<u64>().unwrap());
-    let now = parts.next().unwrap() * 1_000_000 + parts.next().unwrap();
+    let now = server.time_micros();
     let old = format!("{}:{}", now + 5_000_000, now);
     server.cmd(&["SET", &identity, &old, "PX", "60000"]);
     match limiter.admit(&key).await {

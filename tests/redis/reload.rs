@@ -154,9 +154,7 @@ async fn b1_values_without_intervals_are_read_in_the_current_ones() {
     assert_eq!(server.cmd(&["STRLEN", &identity]), "48");
     redis.reload(burst(2, 10_000)).unwrap();
     // The previous version's 24 bytes: burst TAT 5 s ahead, sustained now, no expiry.
-    let time = server.cmd(&["TIME"]);
-    let mut parts = time.lines().map(|p| p.parse::<u64>().unwrap());
-    let now = parts.next().unwrap() * 1_000_000 + parts.next().unwrap();
+    let now = server.time_micros();
     let mut old = Vec::new();
     for v in [(now + 5_000_000) as f64, now as f64, 0.0] {
         old.extend(v.to_le_bytes());

@@ -8,7 +8,7 @@ use tollgate::quanta::Mock;
 use tollgate::redis::RedisLimiter;
 use tollgate::{Key, Limiter, RouteClass};
 
-use crate::redis_server::cmd_at;
+use crate::redis_server::time_micros_at;
 
 /// Both backends, the embedded one's mock clock, and where that clock stands.
 pub(super) struct Pair {
@@ -33,10 +33,7 @@ pub(super) struct Stop;
 impl Pair {
     /// The server's clock, us since the Unix epoch.
     pub(super) fn server_time(&self) -> u64 {
-        let t = cmd_at(self.port, &["TIME"]).expect("redis TIME");
-        let mut parts = t.lines().map(|p| p.parse::<u64>().expect("TIME digits"));
-        let (s, us) = (parts.next().unwrap(), parts.next().unwrap());
-        s * 1_000_000 + us
+        time_micros_at(self.port)
     }
 
     /// Moves the embedded clock to server time `t`; `Stop` if that is behind it (the server's
