@@ -49,13 +49,20 @@ async fn now_us(c: &mut MultiplexedConnection) -> u64 {
     s * 1_000_000 + us
 }
 
-fn packed(v: [f64; 3]) -> Vec<u8> {
+/// A stored value, as `struct.pack('<d..')` writes it: the current six doubles (both TATs, the
+/// expiry, the intervals they are counted in, the last charge) or the previous version's three.
+fn packed<const N: usize>(v: [f64; N]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-/// The current value: both TATs, the expiry, the intervals they are counted in, the last charge.
-fn packed6(v: [f64; 6]) -> Vec<u8> {
-    v.iter().flat_map(|x| x.to_le_bytes()).collect()
+/// `SET id value` (the expiry left as the server has it: none for a new key).
+async fn set(c: &mut MultiplexedConnection, id: &str, value: &[u8]) {
+    let _: () = cmd("SET").arg(id).arg(value).query_async(c).await.unwrap();
+}
+
+/// `GET id`.
+async fn get(c: &mut MultiplexedConnection, id: &str) -> Vec<u8> {
+    cmd("GET").arg(id).query_async(c).await.unwrap()
 }
 
 fn doubles(bytes: &[u8]) -> Vec<f64> {
@@ -125,7 +132,7 @@ async fn module_and_function_write_the_same_bytes_and_reply_alike() {
             let r = decide(&mut c, module, &[id, hash], &[class, n, "0", "0", "tenant"]).await;
             replies.push(triple(&r.unwrap()));
         }
-        let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        let bytes = get(&mut c, id).await;
         // The last charge's instant: the third call's.
         let charged = replies[2][2] as f64;
         let mut fields: Vec<(String, String)> =
@@ -135,7 +142,7 @@ async fn module_and_function_write_the_same_bytes_and_reply_alike() {
         assert!(ttl > 0, "the capacity hash expires");
         assert_eq!(
             bytes,
-            packed6([
+            packed([
                 now + 500_000.0 + 7.0 * 100_000.0,
                 now + 2_000_000.0 + 7.0 * 3_600_000.0,
                 9e12,
@@ -191,10 +198,10 @@ async fn module_and_function_write_the_same_bytes_and_reply_alike() {
         }
         .unwrap();
         assert_eq!(r, 0);
-        let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        let bytes = get(&mut c, id).await;
         assert_eq!(
             bytes,
-            packed6([
+            packed([
                 now + 500_000.0 + 5.0 * 100_000.0,
                 now + 2_000_000.0 + 5.0 * 3_600_000.0,
                 9e12,
@@ -232,24 +239,19 @@ async fn module_and_function_convert_a_reloaded_value_alike() {
     // reloaded 1 s ago. Debt at the reload: 0 s of burst (full), 99 s of sustained: 27.5
     // tokens, owed as 27.5 * 7.2 s = 198 s.
     let (s, r) = (now - 2e6, now - 1e6);
-    let state = packed6([s + 1e6, s + 1e8, 9e12, 10_000.0, 3_600_000.0, s]);
+    let state = packed([s + 1e6, s + 1e8, 9e12, 10_000.0, 3_600_000.0, s]);
     let class = "100000 10000000 7200000 7200000000 100 0 0 0";
     let reloaded = (r as u64).to_string();
     let mut written = Vec::new();
     for (module, id) in [(true, "m:{1}:i"), (false, "f:{1}:i")] {
-        let _: () = cmd("SET")
-            .arg(id)
-            .arg(&state)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        set(&mut c, id, &state).await;
         let r1 = triple(
             &decide(&mut c, module, &[id], &[class, "1", "0", &reloaded])
                 .await
                 .unwrap(),
         );
         assert_eq!(r1[0], 0, "module {module}: admitted");
-        let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        let bytes = get(&mut c, id).await;
         let v = doubles(&bytes);
         assert_eq!(
             v[..5],
@@ -267,33 +269,17 @@ async fn module_and_function_convert_a_reloaded_value_alike() {
         written.push(v[1..5].to_vec());
         // A reload instant before the last charge converts as of the charge instead: the
         // sustained bucket owed 100 s then, 27.78 tokens, ceil(100 s * 2) = 200 s now.
-        let _: () = cmd("SET")
-            .arg(id)
-            .arg(&state)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        set(&mut c, id, &state).await;
         let r2 = triple(
             &decide(&mut c, module, &[id], &[class, "1", "0", "0"])
                 .await
                 .unwrap(),
         );
-        let v = doubles(
-            &cmd("GET")
-                .arg(id)
-                .query_async::<Vec<u8>>(&mut c)
-                .await
-                .unwrap(),
-        );
+        let v = doubles(&get(&mut c, id).await);
         assert_eq!((r2[0], v[1]), (0, s + 200e6 + 7.2e6), "module {module}");
         // A refusal converts and writes nothing: the state again, a cost of 100 burst tokens
         // (the burst owed 100 ms * 100 as of the charge, 10 s: none left).
-        let _: () = cmd("SET")
-            .arg(id)
-            .arg(&state)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        set(&mut c, id, &state).await;
         let r3 = triple(
             &decide(&mut c, module, &[id], &[class, "100", "0", "0"])
                 .await
@@ -304,7 +290,7 @@ async fn module_and_function_convert_a_reloaded_value_alike() {
             (1, (s + 1e7) as i64),
             "module {module}: refused until the converted debt is paid"
         );
-        let after: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        let after = get(&mut c, id).await;
         assert_eq!(after, state, "module {module}: a refusal writes nothing");
         // A refund of one token gives back 10 ms and 3.6 s, the stored intervals', not the
         // costs the worker sent (its current intervals').
@@ -325,13 +311,7 @@ async fn module_and_function_convert_a_reloaded_value_alike() {
                 .await
         }
         .unwrap();
-        let back = doubles(
-            &cmd("GET")
-                .arg(id)
-                .query_async::<Vec<u8>>(&mut c)
-                .await
-                .unwrap(),
-        );
+        let back = doubles(&get(&mut c, id).await);
         assert_eq!(
             back,
             [
@@ -363,7 +343,7 @@ async fn new_and_previous_version_keys() {
         );
         let now = r[2];
         assert_eq!(r[..2], [0, 100_000], "module {module}");
-        let bytes: Vec<u8> = cmd("GET").arg(id).query_async(&mut c).await.unwrap();
+        let bytes = get(&mut c, id).await;
         assert_eq!(bytes.len(), 48, "module {module}");
         let d = |i: usize| f64::from_le_bytes(bytes[i * 8..i * 8 + 8].try_into().unwrap());
         assert_eq!([d(3), d(4), d(5)], [100_000.0, 3_600_000.0, now as f64]);
@@ -382,12 +362,7 @@ async fn new_and_previous_version_keys() {
         assert_eq!(at, exp, "module {module}: PXAT the stored expiry");
         // The previous version's "<burst>:<sustained>" text.
         let old = format!("{}:{}", now + 5_000_000, now);
-        let _: () = cmd("SET")
-            .arg(id)
-            .arg(&old)
-            .query_async(&mut c)
-            .await
-            .unwrap();
+        set(&mut c, id, old.as_bytes()).await;
         let r = triple(
             &decide(&mut c, module, &[id], &[class, "1", "0", "0"])
                 .await
