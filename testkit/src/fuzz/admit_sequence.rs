@@ -15,6 +15,7 @@
 use tollgate::quanta::Clock;
 use tollgate::{Key, Limiter, Profile};
 
+use super::bytes::Bytes;
 use crate::model::{ClassSpec, Model};
 
 /// Weighted costs, chosen by four bits: 0, within the burst (1 to 5 tokens), within the
@@ -37,23 +38,6 @@ const COSTS: [u32; 16] = [
     u32::MAX,
     1,
 ];
-
-struct Bytes<'a>(&'a [u8]);
-
-impl Bytes<'_> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
-}
 
 const KEYS: [&str; 4] = ["alice", "bob", "carol", "dave"];
 

@@ -12,23 +12,14 @@ use std::os::raw::c_char;
 
 use tollgate_ffi::*;
 
+use super::bytes::Bytes;
+
 const BASE: &str = "name: ffi\nidentities: { capacity: 64 }\nroute_classes:\n  a:\n    burst: { tokens: 2, per: 1s }\n    sustained: { tokens: 5, per: 1m }\n  b:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n";
 const WIDER: &str = "name: ffi2\nidentities: { capacity: 64 }\nroute_classes:\n  a:\n    burst: { tokens: 9, per: 1s }\n    sustained: { tokens: 9, per: 1s }\n  b:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n  c:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 1, per: 1s }\n";
 const DROPS_CLASS: &str = "name: ffi3\nidentities: { capacity: 64 }\nroute_classes:\n  a:\n    burst: { tokens: 2, per: 1s }\n    sustained: { tokens: 5, per: 1m }\n";
 const RESIZES: &str = "name: ffi4\nidentities: { capacity: 65 }\nroute_classes:\n  a:\n    burst: { tokens: 2, per: 1s }\n    sustained: { tokens: 5, per: 1m }\n  b:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n  c:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 1, per: 1s }\n";
 
-struct Bytes<'a>(&'a [u8]);
-
 impl<'a> Bytes<'a> {
-    fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
     /// A slice of the input of a length the input picks (a valid buffer), or NULL.
     fn buf(&mut self, max: usize) -> (*const c_char, usize, Option<&'a [u8]>) {
         let tag = self.u8();
@@ -36,10 +27,8 @@ impl<'a> Bytes<'a> {
             // NULL with a length: must be refused, not read.
             return (core::ptr::null(), usize::from(self.u8()), None);
         }
-        let n = (usize::from(tag) % (max + 1)).min(self.0.len());
-        let (s, rest) = self.0.split_at(n);
-        self.0 = rest;
-        (s.as_ptr().cast(), n, Some(s))
+        let s = self.take(usize::from(tag) % (max + 1));
+        (s.as_ptr().cast(), s.len(), Some(s))
     }
 }
 

@@ -3,6 +3,7 @@
 //! (`rls_request`, behind the `server` feature: `server/tests/rls/fuzz_corpus.rs`).
 
 pub mod admit_sequence;
+mod bytes;
 pub mod ffi_calls;
 #[cfg(feature = "redis")]
 pub mod fleet_message;

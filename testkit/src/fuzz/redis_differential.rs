@@ -47,7 +47,8 @@ mod input;
 mod names;
 mod pair;
 
-use input::{yaml, Bytes, Spec};
+use super::bytes::Bytes;
+use input::{yaml, Spec};
 use names::Names;
 use pair::{Pair, Stop};
 

@@ -54,6 +54,7 @@ mod expect;
 mod input;
 mod model;
 
+use super::bytes::Bytes;
 use expect::*;
 use input::*;
 use model::*;

@@ -9,6 +9,7 @@ use tollgate_server::envoy_types::pb::google::protobuf::UInt64Value;
 use tollgate_server::request::{MAX_DOMAIN_LEN, MAX_KEY_LEN, MAX_VALUE_LEN};
 
 use super::{DOMAIN, IDENTITIES};
+use crate::fuzz::bytes::Bytes;
 
 /// A marker in the tables: read a length byte and that many input bytes.
 pub(super) const RAW: &str = "\u{0}raw";
@@ -95,31 +96,14 @@ fn domains() -> [String; 8] {
     ]
 }
 
-/// The input, read a byte at a time (zeros once it ends).
-pub(super) struct Bytes<'a>(pub(super) &'a [u8]);
-
 impl Bytes<'_> {
-    pub(super) fn u8(&mut self) -> u8 {
-        match self.0.split_first() {
-            Some((b, rest)) => {
-                self.0 = rest;
-                *b
-            }
-            None => 0,
-        }
-    }
-    pub(super) fn u16(&mut self) -> u16 {
-        u16::from_le_bytes([self.u8(), self.u8()])
-    }
     /// `choice`, or for [`RAW`] up to 63 input bytes as lossy UTF-8.
     fn text(&mut self, choice: &str) -> String {
         if choice != RAW {
             return choice.to_owned();
         }
-        let n = usize::from(self.u8() % 64).min(self.0.len());
-        let (s, rest) = self.0.split_at(n);
-        self.0 = rest;
-        String::from_utf8_lossy(s).into_owned()
+        let n = usize::from(self.u8() % 64);
+        String::from_utf8_lossy(self.take(n)).into_owned()
     }
 }
 
