@@ -54,6 +54,8 @@ fn restore(b: Builder, reader: impl Read) -> Result<(Limiter, RestoreStats), Sna
     check_header(&b, &secret, &header)?;
     let limiter = b.build().map_err(SnapshotError::Build)?;
     let now = limiter.now();
+    // The profile the debts are converted to, read once for every record.
+    let cfg = arc_swap::Guard::into_inner(limiter.engine.config.load());
     let wall = limiter.wall.unix_nanos();
     // The downtime, by the wall clock; one that went back counts as none (never credit).
     let elapsed = wall.saturating_sub(header.wall);
@@ -79,7 +81,7 @@ fn restore(b: Builder, reader: impl Read) -> Result<(Limiter, RestoreStats), Sna
             continue;
         }
         previous = Some(r.slot);
-        apply(&limiter, &header, &r, now, elapsed, &mut stats);
+        apply(&limiter, &cfg, &header, &r, now, elapsed, &mut stats);
     }
     let count = input.end()?;
     if let Some(e) = malformed {
@@ -212,8 +214,16 @@ fn owed(cfg: &Config, h: &Header, r: &Record) -> (u64, u64) {
 }
 
 /// Puts one checked record back, converted to the profile's limits and paid down by `elapsed`.
-fn apply(l: &Limiter, h: &Header, r: &Record, now: u64, elapsed: u64, stats: &mut RestoreStats) {
-    let cfg = l.engine.config.load();
+/// `cfg` is the new limiter's (no reload can come before it is returned).
+fn apply(
+    l: &Limiter,
+    cfg: &Config,
+    h: &Header,
+    r: &Record,
+    now: u64,
+    elapsed: u64,
+    stats: &mut RestoreStats,
+) {
     // A snapshot read while the identity moved to a later slot holds it twice: the later read
     // is the later state, so it replaces the earlier.
     if let Some(partition) = l.table.forget_restored(r.digest) {
@@ -221,7 +231,7 @@ fn apply(l: &Limiter, h: &Header, r: &Record, now: u64, elapsed: u64, stats: &mu
         stats.restored -= 1;
         stats.duplicates += 1;
     }
-    let (burst, sustained) = owed(&cfg, h, r);
+    let (burst, sustained) = owed(cfg, h, r);
     let (burst, sustained) = (
         burst.saturating_sub(elapsed),
         sustained.saturating_sub(elapsed),
