@@ -91,3 +91,34 @@ fn a_snapshot_never_pairs_an_occupant_with_another_ones_state() {
         );
     });
 }
+
+/// The same race, with `x` new to the table too: `t` claims the slot for `x` (charged two and
+/// refunded) and then for `y`, while the main thread takes a snapshot. Whatever the
+/// interleaving: no record, `x`'s as `x` alone charged two would have it, or `y`'s.
+///
+/// This pins the snapshot's Acquire load of the word (S2), which the model above cannot: there
+/// the main thread wrote `x`'s digest itself before its `yield_now`, and loom never returns to
+/// a thread, after it yields, a store it saw before the yield while a newer one exists (its
+/// guard against spinning forever, `match_load_to_stores` in loom's `rt/atomic.rs`). Here only
+/// `t` ever stored `x`'s digest, so a snapshot whose first load of the word is Relaxed may read
+/// `y`'s published word, then `x`'s digest (nothing orders it after `y`'s stores; the Acquire
+/// fence comes after the digest loads), then `y`'s word again: `y`'s debt as `x`'s record.
+#[test]
+fn a_snapshot_racing_both_claims_never_pairs_an_occupant_with_another_ones_state() {
+    let p = profile();
+    loom::model(move || {
+        let (x, header) = record_alone(&p, "x", 2);
+        let (y, _) = record_alone(&p, "y", 1);
+        let (l, _mock) = limiter(&p);
+        let t = race(&l);
+        thread::yield_now();
+        let mut snap = Vec::new();
+        l.snapshot(&mut snap).unwrap();
+        assert_eq!(t.join().unwrap(), Decision::Admit);
+        let records = &snap[header..snap.len() - 16];
+        assert!(
+            records.is_empty() || records == x || records == y,
+            "a record of neither x nor y: {records:?}"
+        );
+    });
+}

@@ -210,22 +210,21 @@ impl<K: Kind> Table<K> {
                 claimer.release(now);
             }
         } else {
-            if !reserved {
-                if !claimer.reserve(now) {
-                    // It seemed ours but is another partition's, and we are at our cap: put the
-                    // old occupant back as it was (same digest, partition and word, so a CAS
-                    // prepared against that word is still right). Release: as a publish. A plain
-                    // store ends the release sequence of the occupant's publish, so a scan that
-                    // reads this word synchronises with this store only; Release hands on what
-                    // our Acquire CAS saw (the occupant's digest and partition).
-                    slot.state.store(c.seen, Ordering::Release);
-                    return Attempt::Full;
-                }
-                reserved = true;
-            }
+            // A slot that seemed ours but is another partition's (its word came back bit for bit
+            // between our scan and our CAS: `loom-tests/tests/aba.rs`) costs one of our cap.
+            let at_cap = !reserved && !claimer.reserve(now);
             if old != Digest::NONE {
                 claimer.evict(old, now);
             }
+            if at_cap {
+                // Refused. The occupant is reclaimable (its word is the one our scan found so),
+                // so it loses nothing by losing the slot, which any claim may take from it: the
+                // slot is left as a lost commit leaves it, and no other partition's state is
+                // ever written back by a claimer that does not own it.
+                Self::leave_to_nobody(slot, busy);
+                return Attempt::Full;
+            }
+            reserved = true;
         }
         debug_assert!(reserved || old == own);
         slot.set_digest(d);
@@ -251,12 +250,8 @@ impl<K: Kind> Table<K> {
             // slot back as a reclaimable one that matches nobody and is counted for nobody
             // (our partition had it counted, reserved or reused: one back). It stays OCCUPIED:
             // a scan that passed it while BUSY may have placed an identity beyond it.
-            slot.set_digest(Digest::NONE);
-            slot.set_partition(Digest::NONE);
             claimer.release(now);
-            // Release: the cleared digest is visible with the word that frees the slot.
-            slot.state
-                .store(busy.published(busy.tats()), Ordering::Release);
+            Self::leave_to_nobody(slot, busy);
             return Attempt::Retry;
         }
         let (tats, r) = match f(busy.tats(), busy.tag()) {
@@ -268,50 +263,74 @@ impl<K: Kind> Table<K> {
         slot.state.store(busy.published(tats), Ordering::Release);
         Attempt::Done(r)
     }
+
+    /// Frees a slot we hold `BUSY` (as `busy`) without claiming it: reclaimable, matching
+    /// nobody and counted for nobody (the caller settled the partitions' counts).
+    fn leave_to_nobody(slot: &Slot, busy: SlotState) {
+        slot.set_digest(Digest::NONE);
+        slot.set_partition(Digest::NONE);
+        // Release (E7 in loom-tests/README.md): the cleared digest is visible with the word
+        // that frees the slot; without it a scan could read the word beside an earlier
+        // occupant's digest and charge this slot as that identity's.
+        slot.state
+            .store(busy.published(busy.tats()), Ordering::Release);
+    }
 }
 
 #[cfg(all(test, not(tollgate_loom)))]
 mod tests {
     use super::*;
     use crate::table::tests::{Capped, Held, PA, PB};
+    use crate::table::Identities;
 
     /// A scan's hint can be stale: a slot taken for the claimer's own partition that turns
-    /// out to hold another's costs one of the claimer's cap (at the cap the claim is refused
-    /// and the old occupant put back as it was), and gives the other partition one back.
+    /// out to hold another's costs one of the claimer's cap, and gives the other partition one
+    /// back. At the cap the claim is refused and the slot left to nobody: its occupant was
+    /// reclaimable, so it loses nothing but the slot, and its partition has it counted no more.
     #[test]
     fn a_slot_that_only_seemed_ours_costs_one_of_our_cap() {
-        let t: Table = Table::new(1);
-        let held = Held::default();
         let (pa, pb) = (PA, PB);
-        let (a, b) = (Capped::new(pa, 1, &held), Capped::new(pb, 1, &held));
         let (d1, d2) = (Digest { hi: 1, lo: 3 }, Digest { hi: 2, lo: 5 });
-        // A's identity, reclaimable from 100 on.
-        t.update(d1, &a, 0, |_| Apply::Write(Tats::full(100), ()))
-            .unwrap();
-        let seen = t.slots[0].state.load(Ordering::Acquire);
-        let stale = Candidate {
-            i: 0,
-            seen,
-            own: true,
-        };
-        let seq = t.slots[0].claims.load(Ordering::Acquire);
         let mut f = |tats: Tats, _: Tag| Apply::Write(tats, ());
-        let counts = || {
-            let h = held.borrow();
-            (h.get(&pa).copied(), h.get(&pb).copied())
+        // `b_held` slots held by B elsewhere (its cap is 1); returns what B's claim of the slot
+        // A's identity holds, reclaimable from 100 on, got at 100 with a stale hint that the
+        // slot is B's own, and the table and the partitions' counts after it.
+        let mut claim_with_stale_hint = |b_held: u64| {
+            let t: Table = Table::new(1);
+            let held = Held::default();
+            let (a, b) = (Capped::new(pa, 1, &held), Capped::new(pb, 1, &held));
+            t.update(d1, &a, 0, |_| Apply::Write(Tats::full(100), ()))
+                .unwrap();
+            held.borrow_mut().insert(pb, b_held);
+            let stale = Candidate {
+                i: 0,
+                seen: t.slots[0].state.load(Ordering::Acquire),
+                own: true,
+            };
+            let seq = t.slots[0].claims.load(Ordering::Acquire);
+            let got = t.claim(d2, (0, seq), (stale, Stamp::NONE), &b, 100, &mut f);
+            let counts = {
+                let h = held.borrow();
+                (h.get(&pa).copied(), h.get(&pb).copied())
+            };
+            (got, t, counts)
         };
-        // B holds its cap elsewhere: refused, A's occupant as it was.
-        held.borrow_mut().insert(pb, 1);
-        let got = t.claim(d2, (0, seq), (stale, Stamp::NONE), &b, 100, &mut f);
+        // B holds its cap elsewhere: refused; A's identity is gone from the slot and from A's
+        // count, and the slot is reclaimable by anyone (it matches nobody).
+        let (got, t, counts) = claim_with_stale_hint(1);
         assert!(matches!(got, Attempt::Full));
-        assert_eq!(t.slots[0].state.load(Ordering::Acquire), seen);
-        assert_eq!(t.peek(d1), Some(Tats::full(100)));
-        assert_eq!(counts(), (Some(1), Some(1)));
+        assert_eq!((t.peek(d1), t.peek(d2)), (None, None));
+        assert_eq!(counts, (Some(0), Some(1)));
+        let word = t.slots[0].state.load(Ordering::Acquire);
+        assert!(!word.is_busy() && !word.is_empty() && Identities::reclaimable(word.tats(), 100));
+        assert_eq!(
+            (t.slots[0].digest(), t.slots[0].partition()),
+            (Digest::NONE, Digest::NONE)
+        );
         // Below its cap B takes the slot, and A has one less.
-        held.borrow_mut().insert(pb, 0);
-        let got = t.claim(d2, (0, seq), (stale, Stamp::NONE), &b, 100, &mut f);
+        let (got, t, counts) = claim_with_stale_hint(0);
         assert!(matches!(got, Attempt::Done(())));
         assert_eq!((t.peek(d1), t.peek(d2)), (None, Some(Tats::full(100))));
-        assert_eq!(counts(), (Some(0), Some(1)));
+        assert_eq!(counts, (Some(0), Some(1)));
     }
 }

@@ -116,8 +116,8 @@ fn partitions_reuse_their_own_slots_and_counts_stay_exact() {
     );
     assert_eq!((t.peek(d(2)), t.peek(d(3)).is_some()), (None, true));
     assert_eq!(counts(), (Some(2), Some(1)));
-    // Only A's slot is reclaimable now: B at its cap may not take it, and A's occupant
-    // is put back as it was.
+    // Only A's slot is reclaimable now: B at its cap may not take it (refused before it
+    // touches the slot), and A's occupant stays as it was.
     assert_eq!(put(&b, 5, 100), Err(TableFull));
     assert_eq!(t.peek(d(3)), Some(Tats::full(100)));
     assert_eq!(counts(), (Some(2), Some(1)));
