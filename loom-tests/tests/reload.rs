@@ -5,11 +5,14 @@
 //! scheduling points (a loom model runs its threads one at a time on one OS thread), so loom
 //! explores every placement of the swap relative to the admits' table operations, but not the
 //! interleavings or memory orderings *inside* `ArcSwap` itself: the model assumes `ArcSwap` is
-//! linearizable (arc-swap's own tests cover that). Under loom `ConfigCell::with` also skips the
-//! per-thread config cache and loads from the `ArcSwap` directly, so the generation counter of
-//! that cache is not modelled either; `tests/engine/stress.rs` reloads every 10 ms under real
-//! threads to cover it. What the model proves is the limiter's side: one decision reads one config
-//! snapshot and applies it whole to the state word, so no decision mixes two profiles.
+//! linearizable (arc-swap's own tests cover that). Under loom `ConfigCell::get` also skips the
+//! per-thread config cache and loads from the `ArcSwap` directly, so the cache is not modelled
+//! either; `tests/engine/stress.rs` reloads every 10 ms under real threads to cover it. The
+//! config *generation* is a loom atomic: a reload's swap and its bump of the generation are two
+//! steps loom can schedule between (the bump is a loom operation), and the edge from a state
+//! word to the generation read after it (E9, T2) is checked. What the models prove is the
+//! limiter's side: one decision reads one config snapshot and applies it whole to the state
+//! word, so no decision mixes two profiles, and no word is read as counted in another epoch.
 //!
 //! Run: `loom-tests/run.sh` (see `admit.rs`).
 #![cfg(tollgate_loom)]
@@ -86,6 +89,46 @@ fn reload_racing_two_admits_never_mixes_profiles() {
 
 /// Outcomes seen across the executions (bit `n`: `n` admitted).
 static SEEN: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// A word written under a newer profile is never taken for an older profile's (E9 in
+/// `loom-tests/README.md`). Old: burst 2 per 2 s (t = 1 s); new: 2 per 200 ms (t = 100 ms).
+/// The main thread takes one of `p`'s two tokens under the old profile (so `p`'s slot was
+/// published by the main thread, not by either admit below), then reloads while two threads
+/// admit `p` once each. The clock never moves and debts carry over in tokens, so exactly one
+/// of the two is admitted, whatever the order. The race: one thread decides under the new
+/// profile and writes `p`'s word tagged with the new epoch; the other, holding the old config,
+/// reads that word, and must then see the new generation (and decide again under the new
+/// profile). Seeing the old one, it would take the tag for an epoch four reloads old, read
+/// the 200 ms owed as 0.2 of the old profile's tokens, and admit a third request. What makes
+/// it see the new generation: the writer read (or published) it before its CAS, and the CAS's
+/// Release hands that on to the reader's Acquire load of the word. The slot's claim was the
+/// main thread's, so no release sequence of the writer's own publish covers for it.
+#[test]
+fn a_word_of_a_newer_profile_is_never_read_as_an_older_ones() {
+    let old = profile("{ tokens: 2, per: 2s }", "{ tokens: 100, per: 1s }");
+    let new = profile("{ tokens: 2, per: 200ms }", "{ tokens: 100, per: 1s }");
+    loom::model(move || {
+        let (l, _mock) = limiter(&old);
+        let c = l.route_class("c").unwrap();
+        assert!(l
+            .admit(&Key::authenticated("t", "p", c).unwrap())
+            .is_admit());
+        let handles: Vec<_> = (0..2)
+            .map(|_| {
+                let l = l.clone();
+                thread::spawn(move || l.admit(&Key::authenticated("t", "p", c).unwrap()))
+            })
+            .collect();
+        thread::yield_now();
+        l.reload(new.clone()).unwrap();
+        let decisions: Vec<Decision> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        assert_eq!(
+            decisions.iter().filter(|d| d.is_admit()).count(),
+            1,
+            "a bucket of 2 with 1 left: {decisions:?}"
+        );
+    });
+}
 
 /// Reloads racing admits never forgive a debt (break B1: a reload to a smaller bucket clamped
 /// the debt, and the way back granted it again). Burst 2 per 2 s; the main thread empties it at
@@ -177,6 +220,47 @@ fn retag_racing_an_admit_keeps_the_debt_in_tokens() {
         RETAG_SEEN.fetch_or(1 << admitted, std::sync::atomic::Ordering::Relaxed);
     });
     assert_eq!(RETAG_SEEN.load(std::sync::atomic::Ordering::Relaxed), 0b11);
+}
+
+/// A word the reload's walk re-tagged is never read as an older epoch's (T2 in
+/// `loom-tests/README.md`). A = burst 2 per 2 s (t = 1 s), B = 2 per 200 ms (t = 100 ms). The
+/// main thread takes one of `p`'s tokens under A (a word tagged 0), spawns a thread that admits
+/// `p` once, and reloads B four times (epochs 1 to 4); the fourth's walk re-tags `p`'s word to
+/// epoch 3 (one token: 100 ms). The admit may hold A's config all along (epoch 0) and read the
+/// re-tagged word: it must then see a generation past 0 and decide again under B. Seeing 0, it
+/// would read the tag 3 as an epoch older than its own, take the 100 ms as owed under A (0.1
+/// of a token), and leave a debt of 1.1 s in a word tagged 0, which epoch 4 reads as its own
+/// (11 tokens). What makes it see the new generation: the main thread bumped it before the
+/// walk, and the walk's CAS Release hands that on to the admit's Acquire load of the word.
+/// Whatever the order, the admit is admitted (one token is left under either profile) and then
+/// `p` owes 2 of B's tokens: the next request waits 100 ms.
+#[test]
+fn a_word_the_walk_retagged_is_never_read_as_an_older_epochs() {
+    let a = profile("{ tokens: 2, per: 2s }", "{ tokens: 100, per: 1s }");
+    let b = profile("{ tokens: 2, per: 200ms }", "{ tokens: 100, per: 1s }");
+    loom::model(move || {
+        let (l, _mock) = limiter(&a);
+        let class = l.route_class("c").unwrap();
+        let k = Key::authenticated("t", "p", class).unwrap();
+        assert!(l.admit(&k).is_admit());
+        let admit = {
+            let l = l.clone();
+            thread::spawn(move || l.admit(&Key::authenticated("t", "p", class).unwrap()))
+        };
+        thread::yield_now();
+        for _ in 0..4 {
+            l.reload(b.clone()).unwrap();
+        }
+        assert_eq!(admit.join().unwrap(), Decision::Admit);
+        assert_eq!(
+            l.admit(&k),
+            Decision::Throttle {
+                retry_after: Duration::from_millis(100),
+                bucket: BucketKind::Burst
+            },
+            "p owes 2 tokens of B"
+        );
+    });
 }
 
 /// Outcomes seen across the executions of the re-tag model (bit `n`: `n` admitted).

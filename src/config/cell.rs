@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use super::Config;
-use crate::sync::unmodelled::{AtomicU64, Ordering};
+use crate::sync::{unmodelled, AtomicU64, Ordering};
 
 /// Holds the current [`Config`] and hands it to readers cheaply.
 ///
@@ -95,7 +95,7 @@ impl Drop for ConfigRef<'_> {
 
 impl ConfigCell {
     pub(crate) fn new(config: Config) -> ConfigCell {
-        static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+        static NEXT_ID: unmodelled::AtomicU64 = unmodelled::AtomicU64::new(1);
         ConfigCell {
             current: arc_swap::ArcSwap::from_pointee(config),
             generation: AtomicU64::new(0),
@@ -117,11 +117,28 @@ impl ConfigCell {
     /// Installs a new config (the caller serialises reloads, and numbers the config's `epoch`
     /// as the generation after this store).
     pub(crate) fn store(&self, config: Config) {
+        let epoch = config.epoch;
+        self.swap_in(config);
+        self.publish(epoch);
+    }
+
+    /// The first half of [`ConfigCell::store`]: the new config is readable from the swap, its
+    /// generation not yet published.
+    pub(crate) fn swap_in(&self, config: Config) {
         debug_assert_eq!(config.epoch, self.generation.load(Ordering::Relaxed) + 1);
         self.current.store(Arc::new(config));
-        // Release: a reader that sees the new generation then loads the new config. SeqCst:
-        // against a claim's SeqCst CAS and load of `latest` (see `table/retag.rs`).
-        self.generation.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Makes `epoch`'s generation the published one, unless it is already. The reload does,
+    /// after the swap; so does a decision that read the new config from the swap before that
+    /// (between the reload's two halves), before it writes a word tagged with the new epoch: a
+    /// decision holding the old config that reads the word must then see the new generation
+    /// in `latest` (and retry), not take the tag for an epoch four reloads old. Release: a
+    /// reader that sees the new generation then loads the new config (the caller loaded it
+    /// first: the reload stored it, a decision read it from the swap). SeqCst: against a
+    /// claim's SeqCst CAS and load of `latest` (see `table/retag.rs`).
+    pub(crate) fn publish(&self, epoch: u64) {
+        self.generation.fetch_max(epoch, Ordering::SeqCst);
     }
 
     /// The generation, read after a state word, by a decision that holds a config of epoch

@@ -148,8 +148,11 @@ impl Limiter {
 
     /// A state word's TATs counted in `cfg`'s epoch (converted from an older one if the word
     /// is tagged with it), or [`Stale`] if a profile newer than `cfg` was published: the word
-    /// may be counted in that one. The hot path: one load of the generation (a line only a
-    /// reload writes, just read by `ConfigCell::get`), two compares.
+    /// may be counted in that one. If `cfg` is newer than the published generation (read from
+    /// the swap while a reload is between its two halves), publishes it first: the caller
+    /// may write a word tagged with `cfg`'s epoch next (`ConfigCell::publish`). The hot path:
+    /// one load of the generation (a line only a reload writes, just read by
+    /// `ConfigCell::get`), two compares.
     #[inline]
     pub(super) fn in_epoch(
         &self,
@@ -158,8 +161,12 @@ impl Limiter {
         tats: Tats,
         tag: Tag,
     ) -> Result<Tats, Stale> {
-        if self.engine.config.latest() > cfg.epoch {
-            return Err(Stale);
+        let latest = self.engine.config.latest();
+        if latest != cfg.epoch {
+            if latest > cfg.epoch {
+                return Err(Stale);
+            }
+            self.engine.config.publish(cfg.epoch);
         }
         if tag == cfg.tag() {
             Ok(tats)
@@ -235,5 +242,71 @@ impl Limiter {
         if let (Some(cap), Some(taken)) = (&cfg.capacity, r.capacity) {
             cap.give_back(&self.tenants, r.tenant, taken, r.slots);
         }
+    }
+}
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use std::time::Duration;
+
+    use quanta::Clock;
+
+    use crate::{BucketKind, Decision, Key, Limiter, Profile};
+
+    fn profile(per: &str) -> Profile {
+        Profile::from_yaml(&format!(
+            "name: w\nidentities: {{ capacity: 64 }}\nroute_classes:\n  c:\n    \
+             burst: {{ tokens: 10, per: {per} }}\n    sustained: {{ tokens: 1000, per: 1h }}\n"
+        ))
+        .unwrap()
+    }
+
+    /// A reload swaps its config in, then publishes its generation: between the two, a thread
+    /// whose cache misses (its first decision) decides under the new profile while the
+    /// generation still says the old one. It must publish the generation itself before it
+    /// writes a word tagged with the new epoch: a decision on another thread, still holding
+    /// the old config, that reads the word must see a newer generation and decide again under
+    /// the new profile, not take the word's TATs as counted in an epoch four reloads old
+    /// (here: in none, so as counted in the old profile, which forgave 9 of the 10 tokens).
+    #[test]
+    fn a_decision_inside_a_reload_publishes_the_epoch_it_writes() {
+        let (clock, _mock) = Clock::mock();
+        let l = Limiter::builder(profile("10s"))
+            .clock(clock)
+            .key_secret(b"w")
+            .build()
+            .unwrap();
+        let c = l.route_class("c").unwrap();
+        let (k, other) = (
+            Key::authenticated("t", "k", c).unwrap(),
+            Key::authenticated("t", "other", c).unwrap(),
+        );
+        // This thread's cache now holds the first profile, at generation 0.
+        assert_eq!(l.admit(&other), Decision::Admit);
+        // The reload, up to its swap: 10 tokens per 1 s instead of per 10 s.
+        let old = l.engine.config.load();
+        let new = old.reload(profile("1s"), &l.engine.hasher, false).unwrap();
+        drop(old);
+        l.engine.config.swap_in(new);
+        // Another thread's first decisions take the swapped-in profile and empty `k`.
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                for _ in 0..10 {
+                    assert_eq!(l.admit(&k), Decision::Admit);
+                }
+            });
+        });
+        // At the same instant nothing is left, under either profile; the wait is the new one's.
+        assert_eq!(
+            l.admit(&k),
+            Decision::Throttle {
+                retry_after: Duration::from_millis(100),
+                bucket: BucketKind::Burst,
+            }
+        );
+        // The reload ends; the next one numbers its epoch after it.
+        l.engine.config.publish(1);
+        l.reload(profile("10s")).unwrap();
+        assert!(matches!(l.admit(&k), Decision::Throttle { .. }));
     }
 }

@@ -390,9 +390,9 @@ impl<K: Kind> Table<K> {
             // release sequence of the claim's publish, so later readers still see its digest),
             // and after a success nothing is read: no Acquire. Failure Acquire: the word
             // returned goes to `f` (its tag, then the generation), as above; a different
-            // occupant's word sends us back to scan, which reloads with Acquire. loom does not
-            // check the tag's edge: the generation is a std atomic under loom
-            // (`sync::unmodelled`); see loom-tests/README.md.
+            // occupant's word sends us back to scan, which reloads with Acquire. Either
+            // weakened fails `loom-tests/tests/reload.rs`
+            // (`a_word_of_a_newer_profile_is_never_read_as_an_older_ones`).
             match slot.state.compare_exchange(
                 seen,
                 seen.stamped(tats, tag),

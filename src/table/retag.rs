@@ -9,7 +9,8 @@ use crate::sync::{Ordering, SpinWait};
 impl<K: Kind> Table<K> {
     /// Converts every word tagged `from` with `convert(tats, class)` and tags it `to`, with the
     /// next generation ([`SlotState::retagged`](super::SlotState::retagged)); waits out claims
-    /// in progress, whose word (or the old one they put back) may be tagged `from`.
+    /// in progress, whose word (or the one they leave if they give the slot up) may be tagged
+    /// `from`.
     ///
     /// The caller (the reload, under its lock) has published the config generation that makes
     /// every decision still holding an older config than `to`'s retry. A decision holding
@@ -41,7 +42,9 @@ impl<K: Kind> Table<K> {
                 let next = seen.retagged(convert(seen.tats(), slot.class()), to);
                 // Release, as an admit's CAS (`Table::cas_loop`): the word now carries the tag
                 // `to`, and a decision that reads it must then see the generation our caller
-                // bumped before this walk (`ConfigCell::latest`). No Acquire: nothing is read
+                // bumped before this walk (`ConfigCell::latest`; without it
+                // `a_word_the_walk_retagged_is_never_read_as_an_older_epochs` in
+                // `loom-tests/tests/reload.rs` fails). No Acquire: nothing is read
                 // after a success. Failure Relaxed: the slot is read again (SeqCst). A class
                 // read for an occupant that a claim replaced meanwhile is harmless: the claim
                 // changed the word first, so this CAS fails and the slot is read again.
