@@ -4,10 +4,10 @@
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use super::SnapshotStats;
 use crate::limiter::Limiter;
+use crate::sync::unmodelled::{AtomicU64, Ordering};
 
 /// Distinguishes the temporary files of concurrent saves in one process.
 static SEQ: AtomicU64 = AtomicU64::new(0);
