@@ -317,16 +317,17 @@ mod tests {
         };
         // B holds its cap elsewhere: refused; A's identity is gone from the slot and from A's
         // count, and the slot is reclaimable by anyone (it matches nobody).
+        // The word first: a slot left BUSY would make the peeks wait for ever.
         let (got, t, counts) = claim_with_stale_hint(1);
         assert!(matches!(got, Attempt::Full));
-        assert_eq!((t.peek(d1), t.peek(d2)), (None, None));
-        assert_eq!(counts, (Some(0), Some(1)));
         let word = t.slots[0].state.load(Ordering::Acquire);
         assert!(!word.is_busy() && !word.is_empty() && Identities::reclaimable(word.tats(), 100));
         assert_eq!(
             (t.slots[0].digest(), t.slots[0].partition()),
             (Digest::NONE, Digest::NONE)
         );
+        assert_eq!((t.peek(d1), t.peek(d2)), (None, None));
+        assert_eq!(counts, (Some(0), Some(1)));
         // Below its cap B takes the slot, and A has one less.
         let (got, t, counts) = claim_with_stale_hint(0);
         assert!(matches!(got, Attempt::Done(())));
