@@ -132,10 +132,11 @@ pub(crate) use imp::*;
 
 /// Atomics that loom never models, even under `tollgate_loom`: statistics (the metrics ring) and
 /// process-wide bookkeeping (the config cells' and layers' ids, the coarse clock, the Redis clock
-/// offset and script state, the snapshot's temporary file names). Their races decide nothing about admission, and modelling them
-/// would only multiply the interleavings loom explores. (The config generation is modelled: a
-/// decision that reads a word tagged with a newer epoch than its config tells it from an older
-/// epoch's by its load of the generation, E9 and T2 in `loom-tests/README.md`.)
+/// offset and script state, the snapshot's temporary file names). Their races decide nothing
+/// about admission, and modelling them would only multiply the interleavings loom explores.
+/// (The config generation is modelled: a decision that reads a word tagged with a newer epoch
+/// than its config tells it from an older epoch's by its load of the generation, E9 and T2 in
+/// `loom-tests/README.md`.)
 pub(crate) mod unmodelled {
     #[cfg(any(feature = "metrics", feature = "redis"))]
     pub(crate) use core::sync::atomic::AtomicBool;

@@ -316,8 +316,8 @@ mod tests {
             (got, t, counts)
         };
         // B holds its cap elsewhere: refused; A's identity is gone from the slot and from A's
-        // count, and the slot is reclaimable by anyone (it matches nobody).
-        // The word first: a slot left BUSY would make the peeks wait for ever.
+        // count, and the slot is reclaimable by anyone (it matches nobody). The word first: a
+        // slot left BUSY would make the peeks wait for ever.
         let (got, t, counts) = claim_with_stale_hint(1);
         assert!(matches!(got, Attempt::Full));
         let word = t.slots[0].state.load(Ordering::Acquire);
