@@ -19,9 +19,27 @@
 
 use std::time::Duration;
 
-use loom::thread;
+use loom::sync::Arc;
+use loom::thread::{self, JoinHandle};
 use loom_tests::limiter;
-use tollgate::{BucketKind, Decision, Key, Profile};
+use tollgate::{BucketKind, Decision, Key, Limiter, Profile, RouteClass};
+
+/// `n` threads that each admit `p` of tenant `t` on `class` once. Spawning is not a scheduling
+/// point, and neither the reload's swap nor the mock clock is a loom operation: a model that
+/// races these threads with a reload yields first, or the reload always runs before them.
+fn spawn_admits(l: &Arc<Limiter>, n: usize, class: RouteClass) -> Vec<JoinHandle<Decision>> {
+    (0..n)
+        .map(|_| {
+            let l = l.clone();
+            thread::spawn(move || l.admit(&Key::authenticated("t", "p", class).unwrap()))
+        })
+        .collect()
+}
+
+/// What the threads of [`spawn_admits`] decided, in spawn order.
+fn join_all(handles: Vec<JoinHandle<Decision>>) -> Vec<Decision> {
+    handles.into_iter().map(|h| h.join().unwrap()).collect()
+}
 
 /// Four slots, one tenant may hold them all.
 fn profile(burst: &str, sustained: &str) -> Profile {
@@ -50,17 +68,12 @@ fn reload_racing_two_admits_never_mixes_profiles() {
     loom::model(move || {
         let (l, _mock) = limiter(&old);
         let c = l.route_class("c").unwrap();
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let l = l.clone();
-                thread::spawn(move || l.admit(&Key::authenticated("t", "p", c).unwrap()))
-            })
-            .collect();
+        let handles = spawn_admits(&l, 2, c);
         // A scheduling point first: spawning is not one and the reload has no loom operation,
         // so without it the reload would always run before both admits.
         thread::yield_now();
         l.reload(new.clone()).unwrap();
-        let decisions: Vec<Decision> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let decisions = join_all(handles);
         let admitted = decisions.iter().filter(|d| d.is_admit()).count();
         assert!((1..=2).contains(&admitted), "{decisions:?}");
         for d in &decisions {
@@ -113,15 +126,10 @@ fn a_word_of_a_newer_profile_is_never_read_as_an_older_ones() {
         assert!(l
             .admit(&Key::authenticated("t", "p", c).unwrap())
             .is_admit());
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let l = l.clone();
-                thread::spawn(move || l.admit(&Key::authenticated("t", "p", c).unwrap()))
-            })
-            .collect();
+        let handles = spawn_admits(&l, 2, c);
         thread::yield_now();
         l.reload(new.clone()).unwrap();
-        let decisions: Vec<Decision> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let decisions = join_all(handles);
         assert_eq!(
             decisions.iter().filter(|d| d.is_admit()).count(),
             1,
@@ -145,17 +153,12 @@ fn reloads_racing_admits_never_forgive_debt() {
         let c = l.route_class("c").unwrap();
         let k = Key::authenticated("t", "p", c).unwrap();
         assert!(l.admit(&k).is_admit() && l.admit(&k).is_admit());
-        let handles: Vec<_> = (0..2)
-            .map(|_| {
-                let l = l.clone();
-                thread::spawn(move || l.admit(&Key::authenticated("t", "p", c).unwrap()))
-            })
-            .collect();
+        let handles = spawn_admits(&l, 2, c);
         thread::yield_now();
         l.reload(small.clone()).unwrap();
         thread::yield_now();
         l.reload(big.clone()).unwrap();
-        let decisions: Vec<Decision> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let decisions = join_all(handles);
         assert!(
             decisions.iter().all(|d| !d.is_admit()),
             "a reload forgave debt: {decisions:?}"
@@ -193,14 +196,11 @@ fn retag_racing_an_admit_keeps_the_debt_in_tokens() {
         for p in [&b, &a, &b] {
             l.reload(p.clone()).unwrap();
         }
-        let admit = {
-            let l = l.clone();
-            thread::spawn(move || l.admit(&Key::authenticated("t", "p", class).unwrap()))
-        };
+        let admit = spawn_admits(&l, 1, class);
         // A scheduling point first (see above), then the reload that walks the table.
         thread::yield_now();
         l.reload(c.clone()).unwrap();
-        let admitted = u64::from(admit.join().unwrap().is_admit());
+        let admitted = u64::from(join_all(admit)[0].is_admit());
         assert_eq!(
             l.admit(&k),
             Decision::Throttle {
@@ -243,15 +243,12 @@ fn a_word_the_walk_retagged_is_never_read_as_an_older_epochs() {
         let class = l.route_class("c").unwrap();
         let k = Key::authenticated("t", "p", class).unwrap();
         assert!(l.admit(&k).is_admit());
-        let admit = {
-            let l = l.clone();
-            thread::spawn(move || l.admit(&Key::authenticated("t", "p", class).unwrap()))
-        };
+        let admit = spawn_admits(&l, 1, class);
         thread::yield_now();
         for _ in 0..4 {
             l.reload(b.clone()).unwrap();
         }
-        assert_eq!(admit.join().unwrap(), Decision::Admit);
+        assert_eq!(join_all(admit), [Decision::Admit]);
         assert_eq!(
             l.admit(&k),
             Decision::Throttle {
