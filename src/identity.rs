@@ -123,6 +123,17 @@ pub(crate) struct Digest {
 impl Digest {
     /// No identity: an unused or released slot.
     pub(crate) const NONE: Digest = Digest { hi: 0, lo: 0 };
+
+    /// The digest the two hash states have made: the low bit set, so it is never [`NONE`].
+    ///
+    /// [`NONE`]: Digest::NONE
+    #[inline]
+    fn finished(hi: &ahash::AHasher, lo: &ahash::AHasher) -> Digest {
+        Digest {
+            hi: hi.finish(),
+            lo: lo.finish() | 1,
+        }
+    }
 }
 
 /// A hasher for maps keyed by [`Digest`]: the digest is already keyed and uniform, so mixing
@@ -197,10 +208,7 @@ impl KeyHasher {
         feed(&mut anon_hi, &mut anon_lo, |h| {
             h.write_u8(TAG_ANONYMOUS_TENANT)
         });
-        let anonymous_tenant = Digest {
-            hi: anon_hi.finish(),
-            lo: anon_lo.finish() | 1,
-        };
+        let anonymous_tenant = Digest::finished(&anon_hi, &anon_lo);
         let (mut tenant_hi, mut tenant_lo) = (hi.build_hasher(), lo.build_hasher());
         feed(&mut tenant_hi, &mut tenant_lo, |h| {
             h.write_u64(u64::from(TAG_TENANT))
@@ -227,21 +235,12 @@ impl KeyHasher {
                 // identities and networks apart.
                 let (mut hi, mut lo) = self.tenant_prefix.clone();
                 feed(&mut hi, &mut lo, |h| h.write(tenant.as_bytes()));
-                let of_tenant = Digest {
-                    hi: hi.clone().finish(),
-                    lo: lo.clone().finish() | 1,
-                };
+                let of_tenant = Digest::finished(&hi, &lo);
                 feed(&mut hi, &mut lo, |h| {
                     h.write_u64(u64::from(TAG_AUTHENTICATED) | u64::from(key.class.0) << 8);
                     h.write(principal.as_bytes());
                 });
-                (
-                    Digest {
-                        hi: hi.finish(),
-                        lo: lo.finish() | 1,
-                    },
-                    of_tenant,
-                )
+                (Digest::finished(&hi, &lo), of_tenant)
             }
             Who::Anonymous(ip) => {
                 let (mut hi, mut lo) = (self.hi.build_hasher(), self.lo.build_hasher());
@@ -255,13 +254,7 @@ impl KeyHasher {
                     h.write_u64(prefix as u64);
                     h.write_u64((prefix >> 64) as u64);
                 });
-                (
-                    Digest {
-                        hi: hi.finish(),
-                        lo: lo.finish() | 1,
-                    },
-                    self.anonymous_tenant,
-                )
+                (Digest::finished(&hi, &lo), self.anonymous_tenant)
             }
         }
     }
@@ -274,10 +267,7 @@ impl KeyHasher {
             Some(t) => {
                 let (mut hi, mut lo) = self.tenant_prefix.clone();
                 feed(&mut hi, &mut lo, |h| h.write(t.as_bytes()));
-                Digest {
-                    hi: hi.finish(),
-                    lo: lo.finish() | 1,
-                }
+                Digest::finished(&hi, &lo)
             }
         }
     }
