@@ -11,8 +11,8 @@
 //! The keys first, then the function's `ARGV` (`admit.lua`, `refund.lua`); how many keys there
 //! are follows from the count of arguments. Unlike the function, every argument is checked
 //! before anything is read or written: wrong arity, a number that is not a decimal integer, bad
-//! class constants, or shared capacity without its key and field give an error reply and change
-//! nothing.
+//! class constants, shared capacity without its key and field, one key given as both, or a
+//! tenant's field named as the window's own (`e`, `s`) give an error reply and change nothing.
 
 use core::ffi::{c_int, CStr};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -90,6 +90,28 @@ unsafe fn arguments<'a>(argv: *mut *mut RString, argc: c_int) -> &'a [*mut RStri
     unsafe { core::slice::from_raw_parts(argv, argc as usize) }
 }
 
+/// Why the keys or the tenant's field of a call cannot be used, if they cannot: one key given
+/// as both the identity and the capacity hash (Redis would create it twice: the first write
+/// makes it a string, the second handle, opened while it was missing, adds it again and
+/// aborts the server), or a tenant's field that is one of the window's own (`e`, `s`).
+///
+/// # Safety
+/// `keys` and `field` must be the running command's arguments.
+unsafe fn aliased(keys: &[*mut RString], field: Option<*mut RString>) -> Option<&'static CStr> {
+    if let [id, capacity] = keys {
+        // SAFETY: arguments live for the call (the caller's promise).
+        if unsafe { bytes(*id) == bytes(*capacity) } {
+            return Some(c"ERR tollgate: the identity's key and the capacity key must differ");
+        }
+    }
+    // SAFETY: as above.
+    let field = field.map(|f| unsafe { bytes(f) });
+    if matches!(field, Some(b"e" | b"s")) {
+        return Some(c"ERR tollgate: the tenant's field cannot be 'e' or 's', the window's own");
+    }
+    None
+}
+
 /// `tollgate.admit`: one decision, as `admit.lua`.
 ///
 /// # Safety
@@ -126,6 +148,10 @@ pub unsafe extern "C" fn admit(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_i
             ctx,
             c"ERR tollgate: shared capacity needs the shard's key and the tenant's field",
         );
+    }
+    // SAFETY: the command's own arguments.
+    if let Some(msg) = unsafe { aliased(keys, args.get(4).copied()) } {
+        return error(ctx, msg);
     }
     let now = now_micros();
     // A call queued behind a stalled server whose caller gave up: charge nothing.
@@ -216,6 +242,10 @@ pub unsafe extern "C" fn refund(ctx: *mut Ctx, argv: *mut *mut RString, argc: c_
             ctx,
             c"ERR tollgate: a capacity refund needs the shard's key and the tenant's field",
         );
+    }
+    // SAFETY: the command's own arguments.
+    if let Some(msg) = unsafe { aliased(keys, args.get(4).copied()) } {
+        return error(ctx, msg);
     }
     // SAFETY: `ctx` is the running command's, the keys its arguments; dropped before returning.
     let id = unsafe { Key::open(ctx, keys[0]) };

@@ -71,8 +71,19 @@ pub struct Stored {
 
 /// An identity's stored value: 48 bytes are six little-endian doubles (`'<dddddd'`), 24 bytes
 /// three (no intervals); the older text "<burst>:<sustained>" has no expiry (0) either.
-/// Anything else reads as absent.
+/// Anything else reads as absent, and so does a value tollgate never writes: a number that is
+/// not finite, or an interval below 1 us (`admit.lua`'s `readable`). Such a value would
+/// otherwise turn into NaN TATs, admitted and written back, and expiries no replica accepts.
 pub fn unpack(v: &[u8]) -> Option<Stored> {
+    let stored = unpack_any(v)?;
+    let finite = stored.tats.iter().all(|x| x.is_finite());
+    let counted = stored.counted.is_none_or(|[fb, fs, at]| {
+        fb >= 1.0 && fs >= 1.0 && [fb, fs, at].iter().all(|x| x.is_finite())
+    });
+    (finite && counted).then_some(stored)
+}
+
+fn unpack_any(v: &[u8]) -> Option<Stored> {
     let d = |i: usize| f64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
     if v.len() == 48 {
         return Some(Stored {
@@ -395,6 +406,18 @@ mod tests {
         assert_eq!(unpack(b"100:"), None);
         assert_eq!(unpack(b"1:2:3"), None);
         assert_eq!(unpack(b"garbage"), None);
+        // What tollgate never writes reads as absent: NaN, infinities, intervals below 1 us.
+        for bad in [
+            [f64::NAN, 1.6e15, 1.7e12, 1e4, 36e3, 1.4e15],
+            [1.5e15, f64::INFINITY, 1.7e12, 1e4, 36e3, 1.4e15],
+            [1.5e15, 1.6e15, 1.7e12, 0.0, 36e3, 1.4e15],
+            [1.5e15, 1.6e15, 1.7e12, 1e4, -3.0, 1.4e15],
+            [1.5e15, 1.6e15, 1.7e12, 1e4, 36e3, f64::NEG_INFINITY],
+        ] {
+            assert_eq!(unpack(&pack(&bad).0), None, "{bad:?}");
+        }
+        assert_eq!(unpack(&pack(&[f64::NAN, 1.0, 2.0]).0[..24]), None);
+        assert_eq!(unpack(format!("{}:1", "9".repeat(400)).as_bytes()), None);
     }
 
     #[test]

@@ -128,6 +128,14 @@ local function owed(d, to, tn)
   return whole
 end
 
+-- Whether the numbers of a stored value are ones tollgate writes: finite (a NaN is not equal to
+-- itself). A value with any other (written by someone else) reads as absent, as a value that
+-- does not parse does: NaN TATs would admit everything and be written back.
+local function finite(a, b, c)
+  return a == a and b == b and c == c and a > -math.huge and a < math.huge
+    and b > -math.huge and b < math.huge and c > -math.huge and c < math.huge
+end
+
 -- A TAT counted in tokens of `from` us as one counted in tokens of `to` us, converted at `at`.
 local function convert(tat, from, to, at)
   if tat <= at or from == to then
@@ -137,6 +145,14 @@ local function convert(tat, from, to, at)
 end
 
 local function admit(keys, args)
+  if keys[2] then
+    if keys[2] == keys[1] then
+      return redis.error_reply("ERR tollgate: the identity's key and the capacity key must differ")
+    end
+    if args[5] == 'e' or args[5] == 's' then
+      return redis.error_reply("ERR tollgate: the tenant's field cannot be 'e' or 's', the window's own")
+    end
+  end
   local t = redis.call('TIME')
   local now = t[1] * 1000000 + t[2]
   local n = tonumber(args[2])
@@ -163,16 +179,24 @@ local function admit(keys, args)
     if #v == 48 then
       local fb, fs, at
       tb, ts, exp, fb, fs, at = struct.unpack('<dddddd', v)
-      if fb ~= p[1] or fs ~= p[3] then
+      if not (finite(tb, ts, exp) and finite(fb, fs, at) and fb >= 1 and fs >= 1) then
+        tb, ts, exp = now, now, 0
+      elseif fb ~= p[1] or fs ~= p[3] then
         at = math.min(math.max(tonumber(args[4]), at), now)
         tb, ts = convert(tb, fb, p[1], at), convert(ts, fs, p[3], at)
       end
     elseif #v == 24 then
       tb, ts, exp = struct.unpack('<ddd', v)
+      if not finite(tb, ts, exp) then
+        tb, ts, exp = now, now, 0
+      end
     else
       local a, b = string.match(v, '^(%d+):(%d+)$')
       if a then
         tb, ts = tonumber(a), tonumber(b)
+        if not finite(tb, ts, 0) then
+          tb, ts = now, now
+        end
       end
     end
     if tb < now then

@@ -21,7 +21,22 @@
 -- stored one, and KEEPTTL): an earlier TAT only makes a key matter for less time. Numbers as
 -- in admit.lua.
 
+-- Whether the numbers of a stored value are ones tollgate writes (admit.lua's `finite`): a value
+-- with any other reads as absent, and nothing is given back to it.
+local function refundable(a, b, c)
+  return a == a and b == b and c == c and a > -math.huge and a < math.huge
+    and b > -math.huge and b < math.huge and c > -math.huge and c < math.huge
+end
+
 local function refund(keys, args)
+  if keys[2] then
+    if keys[2] == keys[1] then
+      return redis.error_reply("ERR tollgate: the identity's key and the capacity key must differ")
+    end
+    if args[5] == 'e' or args[5] == 's' then
+      return redis.error_reply("ERR tollgate: the tenant's field cannot be 'e' or 's', the window's own")
+    end
+  end
   local v = redis.call('GET', keys[1])
   if v then
     local n = tonumber(args[4])
@@ -29,9 +44,11 @@ local function refund(keys, args)
       -- n tokens in the intervals the value is counted in now (a reload, here or at another
       -- worker, may have converted it since the charge).
       local tb, ts, exp, fb, fs, at = struct.unpack('<dddddd', v)
-      tb = math.max(tb - n * fb, 0)
-      ts = math.max(ts - n * fs, 0)
-      redis.call('SET', keys[1], struct.pack('<dddddd', tb, ts, exp, fb, fs, at), 'KEEPTTL')
+      if refundable(tb, ts, exp) and refundable(fb, fs, at) and fb >= 1 and fs >= 1 then
+        tb = math.max(tb - n * fb, 0)
+        ts = math.max(ts - n * fs, 0)
+        redis.call('SET', keys[1], struct.pack('<dddddd', tb, ts, exp, fb, fs, at), 'KEEPTTL')
+      end
     else
       local tb, ts, exp
       if #v == 24 then
@@ -44,7 +61,7 @@ local function refund(keys, args)
           tb, ts, exp = tonumber(a), tonumber(b), 0
         end
       end
-      if tb then
+      if tb and refundable(tb, ts, exp) then
         -- No intervals known: counted in the current ones, the costs the worker sent.
         tb = math.max(tb - tonumber(args[1]), 0)
         ts = math.max(ts - tonumber(args[2]), 0)

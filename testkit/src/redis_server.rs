@@ -36,6 +36,11 @@ impl RedisServer {
         RedisServer::launch(&[], true)
     }
 
+    /// [`RedisServer::start_tied`] with more command-line arguments.
+    pub fn start_tied_with(extra: &[&str]) -> RedisServer {
+        RedisServer::launch(extra, true)
+    }
+
     fn launch(extra: &[&str], tied: bool) -> RedisServer {
         let mut extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
         // `TOLLGATE_TEST_REDIS_MODULE=1`: every server has tollgate's module.

@@ -8,6 +8,7 @@ mod decisions;
 mod differential;
 mod fleet;
 mod module;
+mod module_calls;
 mod outage;
 mod reload;
 #[cfg(feature = "metrics")]

@@ -90,6 +90,24 @@ async fn decide(
     q.arg(keys).arg(args).query_async(c).await
 }
 
+/// Runs one refund by the module (`tollgate.refund keys.. args..`) or the function
+/// (`FCALL r numkeys keys.. args..`).
+async fn refund(
+    c: &mut MultiplexedConnection,
+    module: bool,
+    keys: &[&str],
+    args: &[&str],
+) -> ::redis::RedisResult<Value> {
+    let mut q = if module {
+        cmd("tollgate.refund")
+    } else {
+        let mut q = cmd("FCALL");
+        q.arg("r").arg(keys.len());
+        q
+    };
+    q.arg(keys).arg(args).query_async(c).await
+}
+
 /// `[outcome, wait, now]`.
 fn triple(v: &Value) -> [i64; 3] {
     match v {
@@ -373,6 +391,39 @@ async fn new_and_previous_version_keys() {
     }
 }
 
+/// A stored value with numbers tollgate never writes (NaN, an infinity, an interval of 0) reads
+/// as absent to both: a full bucket, charged and written back as a fresh value, never NaN TATs
+/// that would admit everything.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_tollgate_never_writes_read_as_absent() {
+    let (_server, mut c) = both().await;
+    let class = "100000 1000000 3600000 3600000000 100 0 0 0";
+    let now = now_us(&mut c).await as f64;
+    let bad: [Vec<u8>; 4] = [
+        packed([f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN, f64::NAN]),
+        packed([now + 9e5, f64::INFINITY, 9e12, 1e5, 3.6e6, now]),
+        packed([now + 9e5, now, 9e12, 0.0, 3.6e6, now]),
+        packed([f64::NAN, now, 9e12]),
+    ];
+    for value in &bad {
+        for module in [true, false] {
+            let id = if module { "m:{1}:i" } else { "f:{1}:i" };
+            set(&mut c, id, value).await;
+            let r = decide(&mut c, module, &[id], &[class, "1", "0", "0"]).await;
+            let r = triple(&r.unwrap());
+            assert_eq!(r[..2], [0, 100_000], "module {module}: a full bucket");
+            let stored = doubles(&get(&mut c, id).await);
+            assert!(stored.iter().all(|x| x.is_finite()), "{stored:?}");
+            assert_eq!(stored[0], (r[2] + 100_000) as f64);
+            // A refund to such a value gives nothing back and writes nothing.
+            set(&mut c, id, value).await;
+            let r = refund(&mut c, module, &[id], &["1", "1", "0", "1"]).await;
+            assert_eq!(r.unwrap(), Value::Int(0));
+            assert_eq!(&get(&mut c, id).await, value, "module {module}");
+        }
+    }
+}
+
 /// Bad input: an error reply, and nothing written (the keys set up are unchanged, no key is
 /// added). Where the function errors too, both do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -439,21 +490,43 @@ async fn bad_input_is_an_error_and_writes_nothing() {
         (&["h:{1}"], &[good, "1", "0", "0"]),
         (&["i:{1}", "s:{1}"], &[cap, "1", "0", "0", "t"]),
     ];
-    for (keys, args) in both {
+    // One key as both the identity and the capacity hash (it aborted redis-server: the
+    // module's two handles each created it), and a tenant's field that is the window's own.
+    let aliased: &[(&[&str], &[&str])] = &[
+        (&["same", "same"], &[cap, "1", "0", "0", "f"]),
+        (&["{t}x", "{t}x"], &[cap, "1", "0", "0", "f"]),
+        (&["{t}x", "{t}x"], &[good, "1", "0", "0", "f"]),
+        (&["i:{1}", "c:{1}"], &[cap, "1", "0", "0", "e"]),
+        (&["i:{1}", "c:{1}"], &[cap, "1", "0", "0", "s"]),
+    ];
+    for (keys, args) in both.iter().chain(aliased) {
         let m = decide(&mut c, true, keys, args).await;
         let f = decide(&mut c, false, keys, args).await;
         assert!(
             m.is_err() && f.is_err(),
             "{keys:?} {args:?}: module {m:?}, function {f:?}"
         );
-        if args[0] == "1 2 3" {
+        if args[0] == "1 2 3" || keys.len() == 2 && args.len() == 5 && args[4] != "t" {
             assert_eq!(
                 m.unwrap_err().to_string(),
                 f.unwrap_err().to_string(),
-                "the same error text for bad class constants"
+                "{keys:?} {args:?}: the same error text"
             );
         }
     }
+    for (keys, args) in [
+        (["same", "same"], ["1", "1", "1000000", "1", "f"]),
+        (["i:{1}", "c:{1}"], ["1", "1", "1000000", "1", "s"]),
+    ] {
+        let m = refund(&mut c, true, &keys, &args).await;
+        let f = refund(&mut c, false, &keys, &args).await;
+        assert_eq!(
+            m.unwrap_err().to_string(),
+            f.unwrap_err().to_string(),
+            "{keys:?} {args:?}"
+        );
+    }
+    assert_eq!(server.cmd(&["PING"]), "PONG", "the server is alive");
     assert_eq!(server.cmd(&["DEBUG", "DIGEST"]), before, "nothing written");
     assert_eq!(server.cmd(&["DBSIZE"]), "2");
 }

@@ -10,6 +10,8 @@ pub mod fleet_message;
 pub mod profile_yaml;
 #[cfg(feature = "redis")]
 pub mod redis_differential;
+#[cfg(feature = "redis")]
+pub mod redis_module_calls;
 pub mod retry_after;
 #[cfg(feature = "server")]
 pub mod rls_request;
