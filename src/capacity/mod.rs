@@ -27,7 +27,7 @@ mod counters;
 mod tenants;
 
 pub use counters::ShardCounter;
-pub(crate) use tenants::{IdentityCaps, Partition, Tenants};
+pub(crate) use tenants::{IdentityCaps, Partition, Tenants, Unheld};
 
 /// Shared capacity as the hot path sees it, built from the profile by `config`.
 #[derive(Clone, Debug)]

@@ -113,6 +113,15 @@ impl IdentityCaps {
     }
 }
 
+/// Why a restored slot could not be counted for its tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Unheld {
+    /// The tenant already holds its cap of identity slots.
+    AtCap,
+    /// The tenants' table has no entry for it and none can be had.
+    NoEntry,
+}
+
 /// The tenants' table.
 pub(crate) struct Tenants {
     table: Table<TenantEntries>,
@@ -195,9 +204,12 @@ impl Tenants {
         self.table.peek(tenant).map_or(0, |t| Entry::of(t).held)
     }
 
-    /// One more identity slot for the tenant unless it holds `cap`. `false` too if the
-    /// tenant has no entry and none can be had (fail closed, for this tenant only).
-    fn hold(&self, tenant: Digest, now: u64, cap: u64) -> bool {
+    /// One more identity slot for the tenant unless it holds `cap`; refused too if the tenant
+    /// has no entry and none can be had (fail closed, for this tenant only). A restore
+    /// (`snapshot`) puts back slots through it too, within the cap of the profile restored
+    /// into, so that a crafted file cannot give one partition more of the table than a claim
+    /// could.
+    pub(crate) fn hold(&self, tenant: Digest, now: u64, cap: u64) -> Result<(), Unheld> {
         let held = self.table.update(tenant, &Unpartitioned, now, |t| {
             let e = Entry::of(t);
             if e.held >= cap {
@@ -207,13 +219,11 @@ impl Tenants {
                 Apply::Write(Entry { held, ..e }.tats(), true)
             }
         });
-        held == Ok(true)
-    }
-
-    /// One more identity slot for the tenant, whatever its cap: a restore (`snapshot`) puts
-    /// back slots the tenant held. `false` if the tenant has no entry and none can be had.
-    pub(crate) fn hold_restored(&self, tenant: Digest, now: u64) -> bool {
-        self.hold(tenant, now, u64::MAX)
+        match held {
+            Ok(true) => Ok(()),
+            Ok(false) => Err(Unheld::AtCap),
+            Err(_) => Err(Unheld::NoEntry),
+        }
     }
 
     /// One identity slot less for the tenant. Its entry is there: it holds the slot.
@@ -244,6 +254,7 @@ impl Claimer for Partition<'_> {
     fn reserve(&self, now: u64) -> bool {
         self.tenants
             .hold(self.tenant, now, self.caps.of(self.tenant))
+            .is_ok()
     }
     fn release(&self, _: u64) {
         self.tenants.unhold(self.tenant)
@@ -292,11 +303,11 @@ mod tests {
     fn holds_stop_at_the_cap_and_count_back() {
         let t = Tenants::new(64);
         let a = Digest { hi: 1, lo: 3 };
-        assert!(t.hold(a, 0, 2) && t.hold(a, 0, 2));
-        assert!(!t.hold(a, 0, 2));
+        assert!(t.hold(a, 0, 2).is_ok() && t.hold(a, 0, 2).is_ok());
+        assert_eq!(t.hold(a, 0, 2), Err(Unheld::AtCap));
         t.unhold(a);
         assert_eq!(t.held(a), 1);
-        assert!(t.hold(a, 0, 2));
+        assert!(t.hold(a, 0, 2).is_ok());
         assert_eq!(t.held(a), 2);
     }
 
@@ -342,19 +353,6 @@ mod tests {
         // At 100 a's identity is full: b may reclaim its slot.
         claim(b, Digest { hi: 9, lo: 9 }, 100).unwrap();
         assert_eq!((tenants.held(a), tenants.held(b)), (0, 1));
-    }
-
-    /// A restore puts back every slot a tenant held, and counts each, over the cap too (a
-    /// profile with a smaller share), so that the cap holds again once enough are given back.
-    #[test]
-    fn a_restored_slot_is_counted_even_beyond_the_cap() {
-        let t = Tenants::new(64);
-        let a = Digest { hi: 1, lo: 3 };
-        assert!(t.hold(a, 0, 1));
-        assert!(t.hold_restored(a, 0));
-        assert_eq!(t.held(a), 2);
-        t.unhold(a);
-        assert!(!t.hold(a, 0, 1), "still at its cap of 1");
     }
 
     /// A claim that reserved a slot and then lost it to a race gives the reservation back.

@@ -42,6 +42,7 @@
 //! (new ones after the old are fine; changed limits apply as on a reload), a failed checksum,
 //! a truncated file, an unknown version, content no snapshot writes.
 
+mod bounds;
 mod checkpoint;
 mod error;
 mod file;
@@ -76,6 +77,15 @@ pub struct RestoreStats {
     pub duplicates: u64,
     /// Identities not restored because the tenants' table had no entry for their tenant.
     pub dropped: u64,
+    /// Identities not restored because their tenant (or the anonymous pseudo-tenant) already
+    /// held its share of the table (`identities.tenant_share`), or of the 64-slot window
+    /// around the record, under the profile restored into: a crafted file, or a profile with a
+    /// smaller share. Their buckets start full.
+    pub over_share: u64,
+    /// Identities restored owing less than the file said: a debt larger than a full bucket of
+    /// the profile restored into is clipped to it (a crafted file, or a snapshot taken just
+    /// after a reload to smaller buckets).
+    pub clipped: u64,
     /// The downtime counted: the wall-clock time since the snapshot (zero if it went back).
     pub elapsed: core::time::Duration,
     /// True if the wall clock read earlier than the snapshot's.

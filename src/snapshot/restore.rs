@@ -4,9 +4,11 @@
 
 use std::io::Read;
 
+use super::bounds::{most_owed, Windows};
 use super::format::{Header, Input, Record, MAX_DEBT};
 use super::{RestoreError, RestoreStats, SnapshotError};
 use crate::bucket::{debt_in, Tats};
+use crate::capacity::Unheld;
 use crate::config::{self, Config};
 use crate::identity::Digest;
 use crate::limiter::{Builder, Limiter};
@@ -21,6 +23,13 @@ impl Builder {
     /// reload converts, rounded up), is paid down by the wall-clock time since; a wall clock
     /// that reads earlier than the snapshot counts as no time at all, so a restore never
     /// leaves a bucket fuller than it was. Shared-capacity windows start empty.
+    ///
+    /// A file may not ask for more than the profile allows (a crafted one, or one written
+    /// under other limits): a debt larger than a full bucket is clipped to it
+    /// ([`RestoreStats::clipped`]), and an identity whose tenant already holds its share of
+    /// the table (`identities.tenant_share`), or of the 64-slot window around it, starts full
+    /// ([`RestoreStats::over_share`]). Both are counted in `tollgate_restore_records_total`
+    /// and logged (feature `metrics`).
     ///
     /// A refused snapshot changes nothing; the error says why and gives the builder back:
     ///
@@ -64,6 +73,7 @@ fn restore(b: Builder, reader: impl Read) -> Result<(Limiter, RestoreStats), Sna
         wall_clock_went_back: wall < header.wall,
         ..RestoreStats::default()
     };
+    let mut windows = Windows::new(limiter.table.capacity());
     let mut previous: Option<u32> = None;
     let mut seen = 0u64;
     // The first bad record; the rest is still read, so that a corrupt file is reported as
@@ -81,7 +91,7 @@ fn restore(b: Builder, reader: impl Read) -> Result<(Limiter, RestoreStats), Sna
             continue;
         }
         previous = Some(r.slot);
-        apply(&limiter, &cfg, &header, &r, now, elapsed, &mut stats);
+        apply(&limiter, &cfg, &header, &r, now, &mut windows, &mut stats);
     }
     let count = input.end()?;
     if let Some(e) = malformed {
@@ -93,7 +103,35 @@ fn restore(b: Builder, reader: impl Read) -> Result<(Limiter, RestoreStats), Sna
             what: format!("the end says {count} records, the file has {seen}"),
         });
     }
+    #[cfg(feature = "metrics")]
+    report(&stats);
     Ok((limiter, stats))
+}
+
+/// What a restore left out or clipped, for operators: a count per outcome
+/// (`tollgate_restore_records_total{outcome}`) and a warning when the file asked for more than
+/// the profile allows.
+#[cfg(feature = "metrics")]
+fn report(s: &RestoreStats) {
+    for (outcome, n) in [
+        ("restored", s.restored),
+        ("expired", s.expired),
+        ("duplicate", s.duplicates),
+        ("dropped", s.dropped),
+        ("over_share", s.over_share),
+        ("clipped", s.clipped),
+    ] {
+        metrics::counter!("tollgate_restore_records_total", "outcome" => outcome).increment(n);
+    }
+    if s.over_share > 0 || s.clipped > 0 || s.dropped > 0 {
+        tracing::warn!(
+            over_share = s.over_share,
+            clipped = s.clipped,
+            dropped = s.dropped,
+            "snapshot asked for more than the profile allows: identities over their tenant's \
+             share started full, debts beyond a full bucket were clipped"
+        );
+    }
 }
 
 /// The header against what the builder would build.
@@ -213,17 +251,21 @@ fn owed(cfg: &Config, h: &Header, r: &Record) -> (u64, u64) {
     }
 }
 
-/// Puts one checked record back, converted to the profile's limits and paid down by `elapsed`.
-/// `cfg` is the new limiter's (no reload can come before it is returned).
+/// Puts one checked record back, converted to the profile's limits, held to what its buckets
+/// can owe and paid down by the downtime, its slot counted for its partition within the
+/// partition's share of the table and of the window (`bounds.rs`). `cfg` is the new limiter's
+/// (no reload can come before it is returned).
 fn apply(
     l: &Limiter,
     cfg: &Config,
     h: &Header,
     r: &Record,
     now: u64,
-    elapsed: u64,
+    windows: &mut Windows,
     stats: &mut RestoreStats,
 ) {
+    // The downtime counted, in the nanoseconds it was made of.
+    let elapsed = stats.elapsed.as_nanos() as u64;
     // A snapshot read while the identity moved to a later slot holds it twice: the later read
     // is the later state, so it replaces the earlier.
     if let Some(partition) = l.table.forget_restored(r.digest) {
@@ -232,22 +274,41 @@ fn apply(
         stats.duplicates += 1;
     }
     let (burst, sustained) = owed(cfg, h, r);
+    let (most_burst, most_sustained) = most_owed(cfg, r);
+    let clipped = burst > most_burst || sustained > most_sustained;
     let (burst, sustained) = (
-        burst.saturating_sub(elapsed),
-        sustained.saturating_sub(elapsed),
+        burst.min(most_burst).saturating_sub(elapsed),
+        sustained.min(most_sustained).saturating_sub(elapsed),
     );
     if burst == 0 && sustained == 0 {
         stats.expired += 1;
         return;
     }
-    if !l.tenants.hold_restored(r.partition, now) {
-        // The tenants' table has no entry for its tenant: it cannot be counted, so it is not
-        // put back (the only case where a restore grants credit; counted, never silent).
-        stats.dropped += 1;
+    let (slot, cap) = (r.slot as usize, cfg.identity_caps.of(r.partition));
+    if !windows.room(slot, r.partition, cap) {
+        stats.over_share += 1;
         return;
     }
+    match l.tenants.hold(r.partition, now, cap) {
+        Ok(()) => {}
+        // Not put back, so its buckets start full: the only cases where a restore grants
+        // credit, each counted, never silent. The tenants' table has no entry for its tenant
+        // (it cannot be counted), or the tenant already holds its share of the table (more
+        // than any claim could have taken under this profile: a crafted file, or a profile
+        // with a smaller share).
+        Err(Unheld::NoEntry) => {
+            stats.dropped += 1;
+            return;
+        }
+        Err(Unheld::AtCap) => {
+            stats.over_share += 1;
+            return;
+        }
+    }
+    stats.clipped += u64::from(clipped);
+    windows.restored(slot, r.partition);
     l.table.place_restored(
-        r.slot as usize,
+        slot,
         Occupant {
             digest: r.digest,
             partition: r.partition,

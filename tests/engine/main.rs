@@ -4,6 +4,7 @@
 mod bad_input;
 mod capacity;
 mod coarse_clock;
+mod crafted_snapshot;
 mod fuzz_corpus;
 mod key_flood;
 mod limiter;

@@ -10,6 +10,7 @@
 
 use std::time::{Duration, UNIX_EPOCH};
 
+use super::bytes::Bytes;
 use tollgate::quanta::Clock;
 use tollgate::{Key, Limiter, Profile};
 
@@ -115,11 +116,124 @@ fn with_checksums_fixed(data: &[u8]) -> Option<Vec<u8>> {
     Some(d)
 }
 
-/// Runs one input (as it is, and with its checksums fixed); panics on a failed check.
+/// Runs one input (as it is, with its checksums fixed, and read as the records of a file
+/// with a real header: [`restore_hostile`]); panics on a failed check.
 pub fn check(data: &[u8]) {
     restore_once(data);
     if let Some(fixed) = with_checksums_fixed(data) {
         restore_once(&fixed);
+    }
+    restore_hostile(data);
+}
+
+/// The profile's token counts, per class, burst then sustained (see [`profile`]).
+const TOKENS: [[u64; 2]; 2] = [[3, 50], [1, 20]];
+
+/// A full bucket's debt of each class (`tau = t * tokens`), from the intervals of a header.
+fn taus(intervals: &[[u64; 2]]) -> Vec<[u64; 2]> {
+    intervals
+        .iter()
+        .zip(TOKENS)
+        .map(|(t, n)| [t[0] * n[0], t[1] * n[1]])
+        .collect()
+}
+
+/// Structurally valid files with hostile contents: the header of [`sample`], then records the
+/// input chooses (slots ascending, digests within their window, partitions from a pool of
+/// three, classes known or not, debts from 0 to past what any bucket holds), the end and its
+/// checksum right. Restored, no partition holds more than its share of the table (32 of 64
+/// slots) and no debt is more than a full bucket of its class; a file of one partition leaves
+/// room for every other caller.
+fn restore_hostile(data: &[u8]) {
+    let sample = sample();
+    let header = &sample[..header_len(&sample).expect("the sample has a header")];
+    let mut b = Bytes(data);
+    let mut file = header.to_vec();
+    let (mut slot, mut count, mut partitions) = (b.u8() % 4, 0u64, [false; 3]);
+    const DEBTS: [u64; 8] = [
+        0,
+        1,
+        999_999_999,
+        1 << 30,
+        1 << 40,
+        1 << 50,
+        1 << 56,
+        u64::MAX,
+    ];
+    while slot < 64 && !b.0.is_empty() {
+        let home = slot.saturating_sub(b.u8() % 8);
+        let p = usize::from(b.u8() % 3);
+        partitions[p] = true;
+        let class: u16 = [0, 1, u16::MAX][usize::from(b.u8() % 3)];
+        let (burst, sustained) = (
+            DEBTS[usize::from(b.u8() % 8)],
+            DEBTS[usize::from(b.u8() % 8)],
+        );
+        file.extend(u32::from(slot).to_le_bytes());
+        file.extend(class.to_le_bytes());
+        // home = lo * 64 >> 64, odd as tollgate's digests are.
+        let lo = (u64::from(home) << 58) | u64::from(b.u16()) << 1 | 1;
+        for x in [
+            u64::from(slot),
+            lo,
+            0xfa4e + p as u64,
+            0x0bad_0001 + 2 * p as u64,
+        ] {
+            file.extend(x.to_le_bytes());
+        }
+        file.extend(burst.to_le_bytes());
+        file.extend(sustained.to_le_bytes());
+        count += 1;
+        slot += 1 + b.u8() % 3;
+    }
+    file.extend(u32::MAX.to_le_bytes());
+    file.extend(count.to_le_bytes());
+    let crc = crc32fast::hash(&file);
+    file.extend(crc.to_le_bytes());
+
+    let (clock, _) = Clock::mock();
+    let builder = Limiter::builder(profile())
+        .clock(clock)
+        .key_secret(SECRET)
+        .wall_clock(|| UNIX_EPOCH);
+    let Ok((limiter, stats)) = builder.restore(&file[..]) else {
+        // Only a debt past 2^56 ns is refused (no snapshot writes one).
+        assert!(
+            file.windows(8).any(|w| w == u64::MAX.to_le_bytes()),
+            "a structurally valid file was refused"
+        );
+        return;
+    };
+    let mut again = Vec::new();
+    limiter.snapshot(&mut again).expect("a Vec takes it");
+    let tau = taus(&intervals(&again));
+    let most = [0, 1].map(|b| tau.iter().map(|t| t[b]).max().unwrap_or(0));
+    let mut held = std::collections::HashMap::new();
+    for (r, class) in records(&again) {
+        let partition: [u8; 16] = r[20..36].try_into().unwrap();
+        *held.entry(partition).or_insert(0u64) += 1;
+        for (bucket, at) in [(0, 36), (1, 44)] {
+            let debt = u64::from_le_bytes(r[at..at + 8].try_into().unwrap());
+            let limit = tau
+                .get(usize::from(class))
+                .map_or(most[bucket], |t| t[bucket]);
+            assert!(
+                debt <= limit,
+                "restored owing {debt} ns, a full bucket is {limit}"
+            );
+        }
+    }
+    assert!(held.values().all(|&n| n <= 32), "{held:?} ({stats:?})");
+    if partitions.iter().filter(|&&p| p).count() == 1 {
+        let a = limiter.route_class("a").unwrap();
+        for i in 0..8 {
+            let principal = format!("fresh-{i}");
+            let key = Key::authenticated("someone-else", &principal, a).unwrap();
+            assert!(
+                limiter.admit(&key).is_admit(),
+                "a caller found no slot ({stats:?})"
+            );
+        }
     }
 }
 
@@ -144,7 +258,7 @@ fn restore_once(data: &[u8]) {
     let mut again = Vec::new();
     let written = limiter.snapshot(&mut again).expect("a Vec takes it");
     assert_eq!(written.identities, stats.restored);
-    if stats.duplicates == 0 && stats.dropped == 0 {
+    if stats.duplicates == 0 && stats.dropped == 0 && stats.over_share == 0 {
         // The same records (written now in the newest version: a version 1 file's classes
         // are not known), their debts in the profile's intervals (those of the snapshot just
         // written) where the file's header gave others.
@@ -179,26 +293,30 @@ fn intervals(data: &[u8]) -> Vec<[u64; 2]> {
 /// than in the intervals of `data`'s header: the same tokens, rounded up to a nanosecond, at
 /// most 2^56 ns (the cap `Limiter::reload` documents); a record of no known class owes the most
 /// any class's conversion gives, and never less than written. A version 1 file's debts stay
-/// as they are (it has no intervals).
+/// as they are (it has no intervals). Then each is clipped to a full bucket of its class (of
+/// any class, for a record of none), as a restore clips.
 fn converted(data: &[u8], to: &[[u64; 2]]) -> Vec<([u8; 52], u16)> {
     let from = intervals(data);
     let owed = |debt: u64, from: u64, to: u64| -> u64 {
         let n = u128::from(debt) * u128::from(to);
         n.div_ceil(u128::from(from)).min(1 << 56) as u64
     };
+    let tau = taus(to);
     let mut out = records(data);
-    if from.is_empty() {
-        return out;
-    }
     for (r, class) in &mut out {
         for (bucket, at) in [(0, 36), (1, 44)] {
             let debt = u64::from_le_bytes(r[at..at + 8].try_into().unwrap());
             let convert = |c: usize| owed(debt, from[c][bucket], to[c][bucket]);
             let new = match usize::from(*class) {
+                _ if from.is_empty() => debt,
                 c if c < from.len() => convert(c),
                 _ => (0..from.len()).map(convert).fold(debt, u64::max),
             };
-            r[at..at + 8].copy_from_slice(&new.to_le_bytes());
+            let most = match tau.get(usize::from(*class)) {
+                Some(t) if !from.is_empty() => t[bucket],
+                _ => tau.iter().map(|t| t[bucket]).max().unwrap_or(new),
+            };
+            r[at..at + 8].copy_from_slice(&new.min(most).to_le_bytes());
         }
     }
     out
