@@ -36,6 +36,9 @@ struct Compiled {
 impl Compiled {
     fn new(profile: Arc<Profile>) -> Result<Compiled, String> {
         let mapping = Mapping::new(&profile)?;
+        for w in profile.descriptors.iter().flat_map(|d| d.warnings()) {
+            tracing::warn!("{w}");
+        }
         let limits: Vec<RouteClassLimits> = profile.route_classes.iter().map(|(_, l)| *l).collect();
         let policies = limits.iter().map(policy_header).collect();
         Ok(Compiled {

@@ -44,6 +44,41 @@ pub struct Descriptors {
     pub rules: Vec<DescriptorRule>,
 }
 
+impl Descriptors {
+    /// What these rules let through unlimited, as sentences for a start-up warning (empty when
+    /// nothing is): `unknown_domain: allow` (a request for another domain is answered OK), and
+    /// `unmatched: allow` where a rule takes its route class from an entry (a value naming no
+    /// class leaves the descriptor unmatched, so not limited at all). Either is a hole when the
+    /// caller can choose the value, as when Envoy fills the entry from a request header;
+    /// `refuse` closes it.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if self.unknown_domain == Unmatched::Allow {
+            out.push(format!(
+                "descriptors.unknown_domain is allow: a request for a domain other than {:?} \
+                 is answered OK and limited by nothing; set `unknown_domain: refuse` unless \
+                 other domains are meant to pass",
+                self.domain.as_str()
+            ));
+        }
+        if self.unmatched == Unmatched::Allow {
+            for (i, r) in self.rules.iter().enumerate() {
+                if let Some(from) = &r.class_from {
+                    out.push(format!(
+                        "descriptors.rules[{i}] takes its route class from the entry {:?} and \
+                         descriptors.unmatched is allow: a value naming no route class is \
+                         limited by nothing. If Envoy fills {:?} from a request header, the \
+                         caller chooses it: set `unmatched: refuse`",
+                        from.as_str(),
+                        from.as_str()
+                    ));
+                }
+            }
+        }
+        out
+    }
+}
+
 /// `allow` or `refuse`: what a request that the rules do not cover gets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -45,6 +45,7 @@ pub use period::Period;
 pub use scalars::{
     Capacity, Code, Prefix, Ratio, Shards, Share, Slots, Tokens, TypeUri, Weight, MAX_CAPACITY,
     MAX_CODE_LEN, MAX_PERIOD_NANOS, MAX_SHARDS, MAX_SLOTS_PER_WINDOW, MAX_TOKENS, MAX_TYPE_URI_LEN,
+    MAX_WEIGHT,
 };
 pub use schema::{
     Anonymous, BucketLimit, Catalog, CatalogCode, CatalogEntry, ErrorBudget, Identities, Mode,

@@ -20,6 +20,9 @@ pub const MAX_SLOTS_PER_WINDOW: u64 = (1 << 24) - 1;
 pub const MAX_CAPACITY: u64 = 1 << 30;
 /// The most shards `shared_capacity.shards` may have.
 pub const MAX_SHARDS: u32 = 1 << 16;
+/// The largest tenant weight. A weight of `1 / tenant_share` already gives a tenant all of its
+/// shard's slots; far larger ones only say nothing more (and `1e308` times a share overflows).
+pub const MAX_WEIGHT: f64 = 1_000_000.0;
 /// The longest catalog code, in bytes.
 pub const MAX_CODE_LEN: usize = 64;
 /// The longest catalog problem type URI, in bytes.
@@ -98,9 +101,9 @@ scalar!(
     |v| (0.0..=1.0).contains(&v)
 );
 scalar!(
-    /// A tenant weight, finite and greater than 0.
-    Weight(f64), "a weight greater than 0",
-    |v| v.is_finite() && v > 0.0
+    /// A tenant weight, greater than 0 and at most [`MAX_WEIGHT`].
+    Weight(f64), "a weight greater than 0 and at most 1000000",
+    |v| v > 0.0 && v <= MAX_WEIGHT
 );
 
 // The float scalars refuse NaN, so they are totally ordered in fact; the integers say so, and

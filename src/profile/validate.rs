@@ -46,6 +46,7 @@ impl Profile {
             );
         }
         self.check_routes()?;
+        self.check_shares()?;
         if let Some(d) = &self.descriptors {
             d.check(
                 |c| self.route_classes.get(c).is_some(),
@@ -79,6 +80,56 @@ impl Profile {
                 "max",
                 &max.to_string(),
             );
+        }
+        Ok(())
+    }
+
+    /// A share of slots that gives a tenant less than one slot (`tenant_share: 5e-324`, or a
+    /// small weight) would be rounded up to one without a word: refused, with the smallest
+    /// share that means a slot. The identity table's default share is let be on a table too
+    /// small for it (one slot each, as ever): only a share someone chose is refused.
+    fn check_shares(&self) -> Result<(), Refusal> {
+        let identities = (
+            self.identities.capacity.get(),
+            self.identities.tenant_share.get(),
+        );
+        let mut shares = Vec::new();
+        if identities.1 < super::schema::DEFAULT_IDENTITY_SHARE {
+            shares.push(("identities.tenant_share", identities, 1.0, None));
+        }
+        if let Some(sc) = &self.shared_capacity {
+            let slots = (sc.slots_per_window.get(), sc.tenant_share.get());
+            shares.push(("shared_capacity.tenant_share", slots, 1.0, None));
+            for (name, t) in sc.tenants.iter() {
+                let w = t.weight.get();
+                shares.push(("shared_capacity.tenant_share", slots, w, Some(name)));
+            }
+        }
+        for (field, (slots, share), weight, tenant) in shares {
+            if slots as f64 * share * weight >= 1.0 {
+                continue;
+            }
+            let least = 1.0 / (slots as f64 * weight);
+            return match tenant {
+                None => refuse(
+                    format!(
+                        "{field}: invalid value {share:?}: {slots} slots x {share:?} is less than \
+                         one slot; expected at least {least:?}"
+                    ),
+                    "tenant_share",
+                    &format!("{share:?}"),
+                ),
+                Some(name) => refuse(
+                    format!(
+                        "shared_capacity.tenants.{name}.weight: invalid value {weight:?}: with \
+                         {field} {share:?} of {slots} slots it gives less than one slot; \
+                         expected a weight of at least {:?}",
+                        1.0 / (slots as f64 * share)
+                    ),
+                    "weight",
+                    &format!("{weight:?}"),
+                ),
+            };
         }
         Ok(())
     }

@@ -57,7 +57,11 @@ impl Profile {
         })?;
         let profile = raw.unchecked();
         profile.check().map_err(|r| {
-            ProfileError::invalid(r.message).at(find_key_value(src, r.key, &r.value))
+            // The value as printed may be written otherwise in the source (`1e-5`, `0.00001`):
+            // then the key alone.
+            let at =
+                find_key_value(src, r.key, &r.value).or_else(|| find_key_value(src, r.key, ""));
+            ProfileError::invalid(r.message).at(at)
         })?;
         Ok(profile)
     }

@@ -196,6 +196,36 @@ fn shares_outside_zero_one_are_refused() {
     );
 }
 
+/// Shares and weights that give a tenant less than one slot were rounded up to one without a
+/// word, and a weight of 1e308 overflowed the product: both refused, with the position.
+#[test]
+fn shares_below_one_slot_and_absurd_weights_are_refused() {
+    let with = |share: &str, tenants: &str| {
+        format!(
+            "{MINIMAL}shared_capacity:\n  shards: 2\n  window: 1s\n  slots_per_window: 10\n  \
+             tenant_share: {share}\n{tenants}"
+        )
+    };
+    let e = Profile::from_yaml(&with("5e-324", "")).unwrap_err();
+    says(&e, &["shared_capacity.tenant_share", "less than one slot", "0.1"], Some(11));
+    let e = Profile::from_yaml(&with("0.05", "")).unwrap_err();
+    says(&e, &["10 slots x 0.05"], Some(11));
+    assert!(Profile::from_yaml(&with("0.1", "")).is_ok(), "exactly one slot");
+    let weighted = |w: &str| with("0.5", &format!("  tenants:\n    acme: {{ weight: {w} }}\n"));
+    let e = Profile::from_yaml(&weighted("0.1")).unwrap_err();
+    says(&e, &["tenants.acme.weight", "at least 0.2"], Some(13));
+    let e = Profile::from_yaml(&weighted("1e308")).unwrap_err();
+    says(&e, &["weight", "at most 1000000"], Some(13));
+    assert!(Profile::from_yaml(&weighted("1000000")).is_ok());
+    // The identity table's share, against its capacity (16 slots in MINIMAL).
+    let e = Profile::from_yaml(&MINIMAL.replace(
+        "capacity: 16",
+        "capacity: 16, tenant_share: 0.01",
+    ))
+    .unwrap_err();
+    says(&e, &["identities.tenant_share", "16 slots"], Some(2));
+}
+
 #[test]
 fn unknown_route_class_in_routes_is_refused() {
     let src = format!("{MINIMAL}routes:\n  - {{ method: GET, path: \"/v1/**\", class: read }}\n  - {{ method: POST, path: \"/v1/**\", class: writ }}\n");

@@ -150,3 +150,36 @@ fn validate_refuses_a_rule_broken_in_rust() {
         "{e}"
     );
 }
+
+/// The defaults let through what the rules do not cover; a start-up warning says where the
+/// caller could choose to be unlimited, and `refuse` silences it.
+#[test]
+fn allowing_what_the_rules_miss_is_warned_about() {
+    let rules = "  rules:
+    - { tenant: tenant, principal: user, class_from: class }
+    - { anonymous: remote_address, class: read }
+";
+    let open = with(&format!("descriptors:\n  domain: edge\n{rules}")).unwrap();
+    let w = open.descriptors.as_ref().unwrap().warnings();
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert!(
+        w[0].contains("unknown_domain") && w[0].contains("refuse"),
+        "{}",
+        w[0]
+    );
+    assert!(
+        w[1].contains("rules[0]")
+            && w[1].contains("\"class\"")
+            && w[1].contains("unmatched: refuse"),
+        "{}",
+        w[1]
+    );
+    let closed = with(&format!(
+        "descriptors:\n  domain: edge\n  unknown_domain: refuse\n  unmatched: refuse\n{rules}"
+    ))
+    .unwrap();
+    assert!(closed.descriptors.unwrap().warnings().is_empty());
+    // A fixed class has no value to choose: only the domain is warned about.
+    let fixed = with("descriptors:\n  domain: edge\n  rules:\n    - { anonymous: remote_address, class: read }\n").unwrap();
+    assert_eq!(fixed.descriptors.unwrap().warnings().len(), 1);
+}
