@@ -2,11 +2,13 @@
 //! under `NAME` (`tollgate-server publish`, or the engine's `FleetProfile::publish`), limits
 //! and descriptor rules together, as a reload from the file would. A published profile whose
 //! `descriptors:` section does not compile, or that the limiter refuses, leaves the profile in
-//! force and is counted (`tollgate_fleet_profile_errors_total{kind="refused"}`).
+//! force and is counted (`tollgate_fleet_profile_errors_total{kind="refused"}`). With
+//! `--fleet-public-key`, a version not signed by one of the keys is refused too
+//! (`kind="signature"`).
 
 use std::sync::Arc;
 
-use tollgate::redis::{FleetTarget, FleetWatch, RedisLimiter};
+use tollgate::redis::{FleetTarget, FleetVerifyingKey, FleetWatch, RedisLimiter};
 use tollgate::Profile;
 
 use crate::decide::RateLimiter;
@@ -23,14 +25,29 @@ impl FleetTarget for RateLimiter<RedisLimiter> {
 }
 
 /// Starts following the fleet profile `name`: the version published now is in force when
-/// this returns; dropping the handle stops the watcher.
+/// this returns; dropping the handle stops the watcher. With `keys` (hex Ed25519 public keys),
+/// only versions signed by one of them are put in force; without, any valid one is, and a
+/// warning says so.
 pub async fn watch(
     limiter: &Arc<RateLimiter<RedisLimiter>>,
     name: &str,
+    keys: &[String],
 ) -> Result<FleetWatch, String> {
+    let keys = keys
+        .iter()
+        .map(|k| FleetVerifyingKey::from_hex(k).map_err(|e| format!("--fleet-public-key: {e}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    if keys.is_empty() {
+        tracing::warn!(
+            name,
+            "fleet profile: any valid profile written to the fleet key is put in force; give \
+             --fleet-public-key to accept only signed ones (tollgate-server fleet-key)"
+        );
+    }
     let fleet = limiter
         .backend()
         .fleet_profile(name)
-        .map_err(|e| format!("--watch-profile: {e}"))?;
+        .map_err(|e| format!("--watch-profile: {e}"))?
+        .trusting(keys);
     Ok(fleet.watch(limiter).await)
 }

@@ -27,9 +27,14 @@ use tollgate_server::{publish, reload, serve_with, Backend, RateLimiter};
 
 const USAGE: &str = "tollgate-server --profile PATH [--grpc ADDR] [--http ADDR|off] [--redis URL] \
                      [--state PATH [--state-every S] [--state-start-empty-on-refusal]] \
-                     [--admin-remote] [--admin-in-memory] [--watch-profile NAME]\n       \
+                     [--admin-remote] [--admin-in-memory] [--watch-profile NAME \
+                     [--fleet-public-key HEX]...]\n       \
                      tollgate-server publish --redis URL --profile PATH [--name NAME] \
-                     [--key-prefix P]";
+                     [--key-prefix P] [--signing-key-file PATH]\n       \
+                     tollgate-server fleet-key";
+
+/// The fleet public keys, comma- or space-separated, beside `--fleet-public-key`.
+const FLEET_KEYS_ENV: &str = "TOLLGATE_FLEET_PUBLIC_KEYS";
 
 struct Args {
     profile: PathBuf,
@@ -41,6 +46,9 @@ struct Args {
     admin_in_memory: bool,
     /// `--watch-profile`: the fleet profile to follow (with `--redis`).
     watch_profile: Option<String>,
+    /// `--fleet-public-key` (repeatable) and `TOLLGATE_FLEET_PUBLIC_KEYS`: the keys a fleet
+    /// profile must be signed by, as hex.
+    fleet_keys: Vec<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -54,6 +62,14 @@ fn parse_args() -> Result<Args, String> {
         admin_remote: false,
         admin_in_memory: false,
         watch_profile: None,
+        fleet_keys: std::env::var(FLEET_KEYS_ENV)
+            .map(|v| {
+                v.split([',', ' ', '\n'])
+                    .filter(|k| !k.is_empty())
+                    .map(str::to_owned)
+                    .collect()
+            })
+            .unwrap_or_default(),
     };
     let (mut every, mut start_empty) = (None, false);
     let mut it = std::env::args().skip(1);
@@ -87,6 +103,7 @@ fn parse_args() -> Result<Args, String> {
             "--admin-remote" => args.admin_remote = true,
             "--admin-in-memory" => args.admin_in_memory = true,
             "--watch-profile" => args.watch_profile = Some(value()?),
+            "--fleet-public-key" => args.fleet_keys.push(value()?),
             "-h" | "--help" => {
                 println!("{USAGE}");
                 std::process::exit(0);
@@ -106,6 +123,12 @@ fn parse_args() -> Result<Args, String> {
             return Err("--state-every and --state-start-empty-on-refusal need --state".into())
         }
         None => {}
+    }
+    if !args.fleet_keys.is_empty() && args.watch_profile.is_none() {
+        return Err(format!(
+            "--fleet-public-key (or {FLEET_KEYS_ENV}) checks a fleet profile's signature: it \
+             needs --watch-profile"
+        ));
     }
     if args.watch_profile.is_some() && args.redis.is_none() {
         return Err(
@@ -204,6 +227,10 @@ async fn main() {
         tracing::error!("{e}");
         std::process::exit(1);
     };
+    if std::env::args().nth(1).as_deref() == Some("fleet-key") {
+        println!("{}", publish::new_key_pair());
+        std::process::exit(0);
+    }
     if std::env::args().nth(1).as_deref() == Some("publish") {
         let code = match publish::run(std::env::args().skip(2)).await {
             Ok(line) => {
@@ -268,7 +295,7 @@ async fn redis(
     // Kept until the server stops: dropping it stops following the fleet profile.
     let _fleet = match &args.watch_profile {
         Some(name) => {
-            let watch = tollgate_server::fleet::watch(&limiter, name).await?;
+            let watch = tollgate_server::fleet::watch(&limiter, name, &args.fleet_keys).await?;
             tracing::info!(
                 name = %name,
                 version = ?limiter.backend().profile_version(),

@@ -9,8 +9,11 @@ use std::path::PathBuf;
 use tollgate::profile::MAX_PROFILE_BYTES;
 use tollgate::Profile;
 
-const USAGE: &str =
-    "tollgate-server publish --redis URL --profile PATH [--name NAME] [--key-prefix P]";
+const USAGE: &str = "tollgate-server publish --redis URL --profile PATH [--name NAME] \
+                     [--key-prefix P] [--signing-key-file PATH]";
+
+/// The signing key, as hex, where no `--signing-key-file` is given.
+const SIGNING_KEY_ENV: &str = "TOLLGATE_FLEET_SIGNING_KEY";
 
 /// What `publish` was asked (without the `redis` feature only the file is read).
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
@@ -20,10 +23,13 @@ struct Request {
     profile: PathBuf,
     name: Option<String>,
     prefix: String,
+    /// The signing key's hex (from `--signing-key-file` or the environment), if any.
+    signing_key: Option<String>,
 }
 
 fn parse(mut it: impl Iterator<Item = String>) -> Result<Request, String> {
     let (mut redis, mut profile, mut name) = (None, None, None);
+    let mut signing_key = std::env::var(SIGNING_KEY_ENV).ok();
     let mut prefix = "tollgate".to_owned();
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -32,6 +38,12 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Request, String> {
             "--profile" => profile = Some(PathBuf::from(value()?)),
             "--name" => name = Some(value()?),
             "--key-prefix" => prefix = value()?,
+            "--signing-key-file" => {
+                let path = value()?;
+                let text = std::fs::read_to_string(&path)
+                    .map_err(|e| format!("--signing-key-file {path}: {e}"))?;
+                signing_key = Some(text);
+            }
             "-h" | "--help" => return Err(format!("usage: {USAGE}")),
             other => return Err(format!("unknown argument {other:?}; usage: {USAGE}")),
         }
@@ -41,6 +53,7 @@ fn parse(mut it: impl Iterator<Item = String>) -> Result<Request, String> {
         profile: profile.ok_or_else(|| format!("--profile is needed; usage: {USAGE}"))?,
         name,
         prefix,
+        signing_key,
     })
 }
 
@@ -75,12 +88,42 @@ async fn publish(req: &Request, name: &str, text: &str) -> Result<String, String
     let fleet = FleetProfile::connect(&req.redis, &req.prefix, name)
         .await
         .map_err(|e| format!("--redis {}: {e}", req.redis))?;
-    let version = fleet.publish(text).await.map_err(|e| e.to_string())?;
+    let version = match &req.signing_key {
+        Some(hex) => {
+            let key = tollgate::redis::FleetSigningKey::from_hex(hex).map_err(|e| e.to_string())?;
+            fleet.publish_signed(text, &key).await
+        }
+        None => fleet.publish(text).await,
+    }
+    .map_err(|e| e.to_string())?;
+    let signed = if req.signing_key.is_some() {
+        "signed, "
+    } else {
+        ""
+    };
     Ok(format!(
-        "published {} as fleet profile {name:?} version {version} (key {})",
+        "published {} as fleet profile {name:?} version {version} ({signed}key {})",
         req.profile.display(),
         fleet.key()
     ))
+}
+
+/// `tollgate-server fleet-key`: a new signing key and its public key, as lines to keep.
+#[cfg(feature = "redis")]
+pub fn new_key_pair() -> String {
+    let k = tollgate::redis::FleetSigningKey::generate();
+    format!(
+        "signing key (for publish: --signing-key-file or {SIGNING_KEY_ENV}; keep it secret):\n{}\n\
+         public key (for every server: --fleet-public-key or TOLLGATE_FLEET_PUBLIC_KEYS):\n{}",
+        k.to_hex(),
+        k.verifying_key()
+    )
+}
+
+/// Without the `redis` feature there is no fleet profile to sign.
+#[cfg(not(feature = "redis"))]
+pub fn new_key_pair() -> String {
+    "fleet-key needs a tollgate-server built with the `redis` feature".into()
 }
 
 #[cfg(not(feature = "redis"))]
@@ -139,6 +182,7 @@ mod tests {
             profile: path,
             name: None,
             prefix: "tollgate".into(),
+            signing_key: None,
         };
         let e = read(&req).unwrap_err();
         assert!(e.contains("line 2 column"), "{e}");

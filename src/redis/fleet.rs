@@ -30,7 +30,8 @@ use ::redis::{RedisError, Script};
 use super::builder::ConnectError;
 use super::connection::Connection;
 use super::fleet_message::{decode, decode_version, FleetMessage, MessageError};
-use super::fleet_message::{BODY_FIELD, ID_FIELD, VERSION_FIELD};
+use super::fleet_message::{BODY_FIELD, ID_FIELD, SIGNED_AT_FIELD, SIG_FIELD, VERSION_FIELD};
+use super::fleet_signature::{self, FleetSigningKey, FleetVerifyingKey, SignatureError};
 
 /// A publish's id as read back (absent if the hash was written by hand).
 pub(super) type Id = Option<Vec<u8>>;
@@ -44,9 +45,22 @@ use crate::profile::{Profile, ProfileError};
 pub(super) const FLEET_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Bump, store, announce: one atomic step (KEYS[1] the hash; ARGV[1] the body, ARGV[2] the
-/// publish's id). The channel is the key's name; the message is the new version.
+/// publish's id). The channel is the key's name; the message is the new version. An unsigned
+/// publish removes an earlier one's signature, so that none sits beside another body.
 const PUBLISH_LUA: &str = "local v = redis.call('HINCRBY', KEYS[1], 'version', 1)\n\
      redis.call('HSET', KEYS[1], 'body', ARGV[1], 'id', ARGV[2])\n\
+     redis.call('HDEL', KEYS[1], 'sig', 'signed_at')\n\
+     redis.call('PUBLISH', KEYS[1], v)\n\
+     return v\n";
+
+/// A signed publish: the same step for the version the signature names (ARGV[3]), only if it
+/// is the next one (else `false`: another publish came between, sign again); ARGV[4] the
+/// signature, ARGV[5] when it was made.
+const PUBLISH_SIGNED_LUA: &str =
+    "local v = (tonumber(redis.call('HGET', KEYS[1], 'version')) or 0) + 1\n\
+     if v ~= tonumber(ARGV[3]) then return false end\n\
+     redis.call('HSET', KEYS[1], 'version', v, 'body', ARGV[1], 'id', ARGV[2], 'sig', ARGV[4], \
+     'signed_at', ARGV[5])\n\
      redis.call('PUBLISH', KEYS[1], v)\n\
      return v\n";
 
@@ -59,6 +73,8 @@ pub struct FleetProfile {
     pub(super) name: String,
     /// The node to subscribe on (one-node topologies); `None`: poll only.
     pub(super) subscribe_url: Option<String>,
+    /// The keys a version must be signed by to be put in force; `None`: any valid profile.
+    pub(super) trusted: Option<Arc<[FleetVerifyingKey]>>,
 }
 
 impl fmt::Debug for FleetProfile {
@@ -66,6 +82,7 @@ impl fmt::Debug for FleetProfile {
         f.debug_struct("FleetProfile")
             .field("key", &self.key)
             .field("subscribes", &self.subscribe_url.is_some())
+            .field("signed_only", &self.trusted.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -81,6 +98,8 @@ pub enum PublishError {
     /// Redis did not answer within 2 seconds (the publish may or may not have happened:
     /// [`FleetProfile::published_version`] tells).
     Timeout,
+    /// Other publishes kept coming between reading the version and signing the next one.
+    Contended,
 }
 
 impl fmt::Display for PublishError {
@@ -89,6 +108,9 @@ impl fmt::Display for PublishError {
             PublishError::Invalid(e) => write!(f, "profile refused, nothing published: {e}"),
             PublishError::Store(e) => write!(f, "redis: {e}"),
             PublishError::Timeout => write!(f, "redis did not answer within {FLEET_TIMEOUT:?}"),
+            PublishError::Contended => {
+                f.write_str("other publishes kept coming between reading and signing a version")
+            }
         }
     }
 }
@@ -98,7 +120,7 @@ impl std::error::Error for PublishError {
         match self {
             PublishError::Invalid(e) => Some(e),
             PublishError::Store(e) => Some(e),
-            PublishError::Timeout => None,
+            PublishError::Timeout | PublishError::Contended => None,
         }
     }
 }
@@ -110,6 +132,8 @@ pub enum ReadError {
     Store(RedisError),
     /// The key holds something that is not a published profile.
     Message(MessageError),
+    /// The profile is not signed as the watcher requires ([`FleetProfile::trusting`]).
+    Signature(SignatureError),
 }
 
 impl fmt::Display for ReadError {
@@ -117,6 +141,7 @@ impl fmt::Display for ReadError {
         match self {
             ReadError::Store(e) => write!(f, "redis: {e}"),
             ReadError::Message(e) => fmt::Display::fmt(e, f),
+            ReadError::Signature(e) => write!(f, "fleet profile refused: {e}"),
         }
     }
 }
@@ -196,6 +221,7 @@ impl FleetProfile {
             key: format!("{prefix}:{{fleet}}:profile:{name}"),
             name: name.to_owned(),
             subscribe_url,
+            trusted: None,
         }
     }
 
@@ -220,17 +246,65 @@ impl FleetProfile {
         Profile::from_yaml(yaml).map_err(PublishError::Invalid)?;
         let mut conn = self.conn.clone();
         let script = Script::new(PUBLISH_LUA);
-        let id: String = crate::engine::random_secret()[..8]
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
         let mut call = script.key(&self.key);
-        call.arg(yaml).arg(id);
+        call.arg(yaml).arg(publish_id());
         match tokio::time::timeout(FLEET_TIMEOUT, call.invoke_async::<u64>(&mut conn)).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(e)) => Err(PublishError::Store(e)),
             Err(_) => Err(PublishError::Timeout),
         }
+    }
+
+    /// [`FleetProfile::publish`], signed with `key` ([`FleetSigningKey`]): watchers
+    /// that trust its public key put it in force, and refuse what is not signed by a key they
+    /// trust. The signature names the version, so the version is read first and the write
+    /// happens only if no other publish came between (else it is signed again, up to five
+    /// times).
+    pub async fn publish_signed(
+        &self,
+        yaml: &str,
+        key: &FleetSigningKey,
+    ) -> Result<u64, PublishError> {
+        Profile::from_yaml(yaml).map_err(PublishError::Invalid)?;
+        let script = Script::new(PUBLISH_SIGNED_LUA);
+        for _ in 0..5 {
+            let version = match self.published_version().await {
+                Ok(v) => v.unwrap_or(0) + 1,
+                // A corrupt version field: the next publish starts again at 1.
+                Err(ReadError::Message(_) | ReadError::Signature(_)) => 1,
+                Err(ReadError::Store(e)) => return Err(PublishError::Store(e)),
+            };
+            let signed_at = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            let sig = key.sign(&self.name, version, signed_at, yaml.as_bytes());
+            let mut conn = self.conn.clone();
+            let mut call = script.key(&self.key);
+            call.arg(yaml)
+                .arg(publish_id())
+                .arg(version)
+                .arg(fleet_signature::encode(&sig))
+                .arg(signed_at);
+            let done =
+                tokio::time::timeout(FLEET_TIMEOUT, call.invoke_async::<Option<u64>>(&mut conn));
+            match done.await {
+                Ok(Ok(Some(v))) => return Ok(v),
+                Ok(Ok(None)) => continue,
+                Ok(Err(e)) => return Err(PublishError::Store(e)),
+                Err(_) => return Err(PublishError::Timeout),
+            }
+        }
+        Err(PublishError::Contended)
+    }
+
+    /// Trust only versions signed by one of `keys` ([`FleetProfile::publish_signed`]): a
+    /// watcher started from this refuses an unsigned version, a bad signature, and one signed
+    /// before the version it has in force, each counted
+    /// (`tollgate_fleet_profile_errors_total{kind="signature"}`) and logged. Without keys
+    /// (the default) any valid profile is put in force.
+    pub fn trusting(mut self, keys: Vec<FleetVerifyingKey>) -> FleetProfile {
+        self.trusted = (!keys.is_empty()).then(|| Arc::from(keys));
+        self
     }
 
     /// The version published under this name, `None` if none is. One `HGET`.
@@ -242,24 +316,48 @@ impl FleetProfile {
         decode_version(raw.as_deref()).map_err(ReadError::Message)
     }
 
-    /// The published version and its profile, read together (one `HMGET`) and validated;
-    /// `None` if nothing is published under this name.
+    /// The published version and its profile, read together (one `HMGET`) and validated
+    /// (with [`FleetProfile::trusting`], its signature too); `None` if nothing is published
+    /// under this name.
     pub async fn fetch(&self) -> Result<Option<FleetMessage>, ReadError> {
-        self.fetch_stamped().await.map(|(m, _)| m)
+        self.fetch_stamped(None).await.map(|(m, _)| m)
     }
 
-    /// [`FleetProfile::fetch`] and the publish's id read with it.
-    pub(super) async fn fetch_stamped(&self) -> Result<(Option<FleetMessage>, Id), ReadError> {
+    /// [`FleetProfile::fetch`] and the publish's id read with it (one `HMGET`); with trusted
+    /// keys, the signature checked too (`in_force`: when the version in force was signed).
+    pub(super) async fn fetch_stamped(
+        &self,
+        in_force: Option<u64>,
+    ) -> Result<(Option<FleetMessage>, Id), ReadError> {
         let mut conn = self.conn.clone();
         let mut cmd = ::redis::cmd("HMGET");
         cmd.arg(&self.key)
             .arg(VERSION_FIELD)
             .arg(BODY_FIELD)
-            .arg(ID_FIELD);
-        let (version, body, id): (Option<Vec<u8>>, Option<Vec<u8>>, Id) =
+            .arg(ID_FIELD)
+            .arg(SIG_FIELD)
+            .arg(SIGNED_AT_FIELD);
+        type Fields = (
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+            Id,
+            Option<Vec<u8>>,
+            Option<Vec<u8>>,
+        );
+        let (version, body, id, sig, signed_at): Fields =
             within(cmd.query_async(&mut conn)).await?;
-        let m = decode(version.as_deref(), body.as_deref()).map_err(ReadError::Message)?;
-        Ok((m, id))
+        let Some(mut m) =
+            decode(version.as_deref(), body.as_deref()).map_err(ReadError::Message)?
+        else {
+            return Ok((None, id));
+        };
+        m.signed = fleet_signature::decode(sig.as_deref(), signed_at.as_deref());
+        if let Some(keys) = &self.trusted {
+            let body = body.as_deref().unwrap_or_default();
+            fleet_signature::verify(keys, &self.name, m.version, body, m.signed, in_force)
+                .map_err(ReadError::Signature)?;
+        }
+        Ok((Some(m), id))
     }
 
     /// The published version and the publish's id (one `HMGET`): what watchers poll.
@@ -271,6 +369,14 @@ impl FleetProfile {
         let version = decode_version(raw.as_deref()).map_err(ReadError::Message)?;
         Ok(version.map(|v| (v, id)))
     }
+}
+
+/// A publish's random id (16 hex digits).
+fn publish_id() -> String {
+    crate::engine::random_secret()[..8]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// A fleet call bounded by [`FLEET_TIMEOUT`].

@@ -12,6 +12,10 @@ use crate::profile::{Profile, ProfileError, MAX_PROFILE_BYTES};
 pub(super) const VERSION_FIELD: &str = "version";
 /// The hash field with the profile's YAML, as the publisher gave it.
 pub(super) const BODY_FIELD: &str = "body";
+/// The hash fields with the publish's signature and when it was made (signed publishes only;
+/// see `fleet_signature.rs`).
+pub(super) const SIG_FIELD: &str = "sig";
+pub(super) const SIGNED_AT_FIELD: &str = "signed_at";
 /// The hash field with the publish's random id (told apart from an earlier publish that had
 /// the same version before Redis lost its data).
 pub(super) const ID_FIELD: &str = "id";
@@ -23,6 +27,8 @@ pub struct FleetMessage {
     pub version: u64,
     /// The profile, validated (it may still be one a limiter refuses to reload into).
     pub profile: Profile,
+    /// The publish's signature, if it was signed ([`super::FleetProfile::publish_signed`]).
+    pub signed: Option<super::fleet_signature::Signed>,
 }
 
 /// Why what was read from the fleet key is not a profile to put in force.
@@ -101,7 +107,11 @@ pub fn decode(
     }
     let text = core::str::from_utf8(body).map_err(|_| MessageError::NotUtf8)?;
     let profile = Profile::from_yaml(text).map_err(MessageError::Profile)?;
-    Ok(Some(FleetMessage { version, profile }))
+    Ok(Some(FleetMessage {
+        version,
+        profile,
+        signed: None,
+    }))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@
 //! | metric (feature `metrics`) | kind | labels |
 //! | --- | --- | --- |
 //! | `tollgate_fleet_profile_version` | gauge | `name`: the version in force (0: none published yet, or the local profile) |
-//! | `tollgate_fleet_profile_errors_total` | counter | `name`, `kind` (invalid: the key holds no valid profile; refused: the limiter refused it; store: Redis failed a read) |
+//! | `tollgate_fleet_profile_errors_total` | counter | `name`, `kind` (invalid: the key holds no valid profile; refused: the limiter refused it; store: Redis failed a read; signature: not signed by a trusted key, or signed before the version in force, see [`FleetProfile::trusting`]) |
 
 use core::future::Future;
 use core::pin::Pin;
@@ -74,9 +74,9 @@ impl Drop for FleetWatch {
 struct FleetMetrics {
     #[cfg(feature = "metrics")]
     version: metrics::Gauge,
-    /// invalid, refused, store.
+    /// invalid, refused, store, signature.
     #[cfg(feature = "metrics")]
-    errors: [metrics::Counter; 3],
+    errors: [metrics::Counter; 4],
 }
 
 #[derive(Clone, Copy)]
@@ -84,6 +84,7 @@ enum ErrorKind {
     Invalid = 0,
     Refused = 1,
     Store = 2,
+    Signature = 3,
 }
 
 impl FleetMetrics {
@@ -93,7 +94,7 @@ impl FleetMetrics {
             #[cfg(feature = "metrics")]
             version: metrics::gauge!("tollgate_fleet_profile_version", "name" => name.to_owned()),
             #[cfg(feature = "metrics")]
-            errors: ["invalid", "refused", "store"].map(|kind| {
+            errors: ["invalid", "refused", "store", "signature"].map(|kind| {
                 metrics::counter!("tollgate_fleet_profile_errors_total", "name" => name.to_owned(), "kind" => kind)
             }),
         }
@@ -116,8 +117,9 @@ impl FleetMetrics {
 struct Watcher {
     fleet: FleetProfile,
     metrics: FleetMetrics,
-    /// The publish (version, id) last put in force by this watcher.
+    /// The publish (version, id) last put in force by this watcher, and when it was signed.
     applied: Option<(u64, Id)>,
+    applied_signed_at: Option<u64>,
     /// A publish that failed (did not parse, or was refused): not tried again, not counted again.
     rejected: Option<(u64, Id)>,
     /// The version field itself is corrupt: counted once until it changes.
@@ -142,6 +144,7 @@ impl FleetProfile {
             fleet: self,
             metrics,
             applied: None,
+            applied_signed_at: None,
             rejected: None,
             bad_version: false,
             store_failing: false,
@@ -254,16 +257,17 @@ impl Watcher {
         if current || self.rejected.as_ref() == Some(&stamp) {
             return;
         }
-        let (message, id) = match self.fleet.fetch_stamped().await {
+        let (message, id) = match self.fleet.fetch_stamped(self.applied_signed_at).await {
             Ok((Some(m), id)) => (m, id),
             Ok((None, _)) => return,
             Err(e) => return self.read_failed(e, Some(stamp)),
         };
         self.store_failing = false;
-        let version = message.version;
+        let (version, message_signed_at) = (message.version, message.signed.map(|s| s.signed_at));
         match target.apply(version, message.profile) {
             Ok(()) => {
                 self.applied = Some((version, id));
+                self.applied_signed_at = message_signed_at;
                 self.rejected = None;
                 self.metrics.in_force(Some(version));
                 tracing::info!(name, version, "fleet profile in force");
@@ -299,6 +303,15 @@ impl Watcher {
                 if new {
                     self.metrics.error(ErrorKind::Invalid);
                     tracing::warn!(name, version, error = %e, "fleet profile: the published value is not a valid profile; the profile in force stays");
+                }
+            }
+            ReadError::Signature(e) => {
+                self.store_failing = false;
+                let version = stamp.as_ref().map(|s| s.0);
+                let new = stamp.is_some_and(|s| self.rejected.replace(s.clone()) != Some(s));
+                if new {
+                    self.metrics.error(ErrorKind::Signature);
+                    tracing::warn!(name, version, error = %e, "fleet profile refused: not signed as this watcher requires; the profile in force stays");
                 }
             }
         }

@@ -128,6 +128,7 @@ mod connection;
 mod deny;
 mod fleet;
 mod fleet_message;
+mod fleet_signature;
 mod fleet_watch;
 mod program;
 mod script;
@@ -138,6 +139,7 @@ mod topology;
 pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
 pub use fleet::{FleetProfile, PublishError, ReadError};
 pub use fleet_message::{decode as decode_fleet_message, FleetMessage, MessageError};
+pub use fleet_signature::{FleetSigningKey, FleetVerifyingKey, KeyError, SignatureError, Signed};
 pub use fleet_watch::{FleetTarget, FleetWatch, DEFAULT_POLL};
 
 use deny::DenyCache;

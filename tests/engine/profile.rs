@@ -207,10 +207,17 @@ fn shares_below_one_slot_and_absurd_weights_are_refused() {
         )
     };
     let e = Profile::from_yaml(&with("5e-324", "")).unwrap_err();
-    says(&e, &["shared_capacity.tenant_share", "less than one slot", "0.1"], Some(11));
+    says(
+        &e,
+        &["shared_capacity.tenant_share", "less than one slot", "0.1"],
+        Some(11),
+    );
     let e = Profile::from_yaml(&with("0.05", "")).unwrap_err();
     says(&e, &["10 slots x 0.05"], Some(11));
-    assert!(Profile::from_yaml(&with("0.1", "")).is_ok(), "exactly one slot");
+    assert!(
+        Profile::from_yaml(&with("0.1", "")).is_ok(),
+        "exactly one slot"
+    );
     let weighted = |w: &str| with("0.5", &format!("  tenants:\n    acme: {{ weight: {w} }}\n"));
     let e = Profile::from_yaml(&weighted("0.1")).unwrap_err();
     says(&e, &["tenants.acme.weight", "at least 0.2"], Some(13));
@@ -218,11 +225,9 @@ fn shares_below_one_slot_and_absurd_weights_are_refused() {
     says(&e, &["weight", "at most 1000000"], Some(13));
     assert!(Profile::from_yaml(&weighted("1000000")).is_ok());
     // The identity table's share, against its capacity (16 slots in MINIMAL).
-    let e = Profile::from_yaml(&MINIMAL.replace(
-        "capacity: 16",
-        "capacity: 16, tenant_share: 0.01",
-    ))
-    .unwrap_err();
+    let e =
+        Profile::from_yaml(&MINIMAL.replace("capacity: 16", "capacity: 16, tenant_share: 0.01"))
+            .unwrap_err();
     says(&e, &["identities.tenant_share", "16 slots"], Some(2));
 }
 

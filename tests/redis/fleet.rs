@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis_server::RedisServer;
-use tollgate::redis::{FleetProfile, PublishError, RedisLimiter};
+use tollgate::redis::{FleetProfile, FleetSigningKey, PublishError, RedisLimiter};
 use tollgate::Profile;
 
 /// The profile the workers start with; `burst` varies so that a switch shows.
@@ -123,6 +123,61 @@ async fn after_redis_loses_its_data_the_next_publish_is_taken_though_its_version
     assert_eq!(v, 1);
     until(|| burst(&a) == 8).await;
     assert_eq!(a.profile_version(), Some(1));
+}
+
+/// A worker that trusts a key takes only what it signed: not an unsigned version, not a
+/// signed body with another version number written over it, and not an older signed publish
+/// written back whole (its signature is good, but it was signed before the version in force).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_trusting_a_key_refuses_unsigned_altered_and_replayed_versions() {
+    let server = RedisServer::start();
+    let a = worker(&server).await;
+    let key = FleetSigningKey::generate();
+    let fleet = a.fleet_profile("signed").unwrap();
+    let _watch = fleet
+        .clone()
+        .trusting(vec![key.verifying_key()])
+        .watch_every(&a, Duration::from_millis(20))
+        .await;
+    let hash = fleet.key().to_owned();
+    let fields = |s: &RedisServer| s.cmd(&["HGETALL", &hash]);
+    assert_eq!(
+        fleet.publish_signed(&profile(6, 64), &key).await.unwrap(),
+        1
+    );
+    until(|| burst(&a) == 6).await;
+    let first = fields(&server);
+    // Signed later: version 2, in force.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert_eq!(
+        fleet.publish_signed(&profile(7, 64), &key).await.unwrap(),
+        2
+    );
+    until(|| burst(&a) == 7).await;
+
+    let settle = || tokio::time::sleep(Duration::from_millis(200));
+    // Unsigned.
+    assert_eq!(fleet.publish(&profile(8, 64)).await.unwrap(), 3);
+    settle().await;
+    assert_eq!((a.profile_version(), burst(&a)), (Some(2), 7));
+    // Version 1's body and signature under another version number.
+    let mut v1: Vec<&str> = first.lines().collect();
+    let at = v1.iter().position(|f| *f == "version").unwrap();
+    v1[at + 1] = "9";
+    let mut hset = vec!["HSET", hash.as_str()];
+    hset.extend(&v1);
+    server.cmd(&hset);
+    settle().await;
+    assert_eq!((a.profile_version(), burst(&a)), (Some(2), 7));
+    // Version 1 written back whole: signed well, but before version 2.
+    let mut hset = vec!["HSET", hash.as_str()];
+    hset.extend(first.lines());
+    server.cmd(&hset);
+    settle().await;
+    assert_eq!((a.profile_version(), burst(&a)), (Some(2), 7));
+    // The publisher's next version goes through.
+    assert!(fleet.publish_signed(&profile(9, 64), &key).await.is_ok());
+    until(|| burst(&a) == 9).await;
 }
 
 #[tokio::test]

@@ -96,8 +96,12 @@ mod fleet {
         let redis = RedisServer::start();
         let a = Arc::new(server(&redis).await);
         let b = Arc::new(server(&redis).await);
-        let _wa = tollgate_server::fleet::watch(&a, "edge").await.unwrap();
-        let _wb = tollgate_server::fleet::watch(&b, "edge").await.unwrap();
+        let _wa = tollgate_server::fleet::watch(&a, "edge", &[])
+            .await
+            .unwrap();
+        let _wb = tollgate_server::fleet::watch(&b, "edge", &[])
+            .await
+            .unwrap();
         let fleet = FleetProfile::connect(&redis.url(), "tollgate", "edge")
             .await
             .unwrap();
@@ -131,6 +135,73 @@ mod fleet {
         tokio::time::sleep(Duration::from_millis(700)).await;
         assert_eq!(a.backend().profile_version(), Some(1));
         assert_eq!((burst(&a), burst(&b)), (5, 5));
+    }
+
+    /// With a public key, whoever can write the fleet key cannot set the servers' limits: an
+    /// unsigned version, and one signed by another key, are refused; the publisher's signed
+    /// version is put in force. The `fleet-key` and `publish --signing-key-file` commands make
+    /// and use the pair.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn servers_with_a_public_key_take_only_signed_profiles() {
+        let redis = RedisServer::start();
+        let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+            .arg("fleet-key")
+            .output()
+            .unwrap();
+        let text = String::from_utf8(out.stdout).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        let (secret, public) = (lines[1], lines[3]);
+        assert_eq!((secret.len(), public.len()), (64, 64), "{text}");
+        let a = Arc::new(server(&redis).await);
+        let _w = tollgate_server::fleet::watch(&a, "edge", &[public.to_owned()])
+            .await
+            .unwrap();
+        let fleet = FleetProfile::connect(&redis.url(), "tollgate", "edge")
+            .await
+            .unwrap();
+        // Unsigned: published, refused by the server.
+        assert_eq!(fleet.publish(&watched_profile(5)).await.unwrap(), 1);
+        // Signed by a key the server does not trust.
+        let other = tollgate::redis::FleetSigningKey::generate();
+        assert_eq!(
+            fleet
+                .publish_signed(&watched_profile(6), &other)
+                .await
+                .unwrap(),
+            2
+        );
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert_eq!((a.backend().profile_version(), burst(&a)), (None, 2));
+
+        // Signed with the pair's secret, by the publish command.
+        let dir = std::env::temp_dir().join(format!("tg-fleet-signed-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (profile, key) = (dir.join("p.yaml"), dir.join("signing.key"));
+        std::fs::write(&profile, watched_profile(7)).unwrap();
+        std::fs::write(&key, format!("{secret}\n")).unwrap();
+        let out = Command::new(env!("CARGO_BIN_EXE_tollgate-server"))
+            .args(["publish", "--redis", &redis.url(), "--profile"])
+            .arg(&profile)
+            .arg("--signing-key-file")
+            .arg(&key)
+            .args(["--name", "edge"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("version 3 (signed,"), "{stdout}");
+        until(|| burst(&a) == 7).await;
+        assert_eq!(a.backend().profile_version(), Some(3));
+        // A bad key in the server's flags is refused at start.
+        let e = tollgate_server::fleet::watch(&a, "edge", &["00".to_owned()])
+            .await
+            .unwrap_err();
+        assert!(e.contains("--fleet-public-key"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[tokio::test]

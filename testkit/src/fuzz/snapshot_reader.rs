@@ -117,7 +117,7 @@ fn with_checksums_fixed(data: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// Runs one input (as it is, with its checksums fixed, and read as the records of a file
-/// with a real header: [`restore_hostile`]); panics on a failed check.
+/// with a real header: `restore_hostile`); panics on a failed check.
 pub fn check(data: &[u8]) {
     restore_once(data);
     if let Some(fixed) = with_checksums_fixed(data) {
