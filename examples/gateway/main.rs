@@ -27,11 +27,11 @@
 //! without a restart; a bad edit is logged and the old profile stays in force.
 //!
 //! Connections are capped in all and per peer address, must send each request head within the
-//! header timeout (also between keep-alive requests), and bodies are limited (`serve.rs`).
+//! header timeout (also between keep-alive requests), and bodies are limited
+//! (`tollgate_ops::listener`).
 
 mod admin;
 mod app;
-mod serve;
 mod state;
 
 use std::net::SocketAddr;
@@ -49,7 +49,7 @@ struct Args {
     profile: PathBuf,
     tokens: PathBuf,
     trusted: Vec<Cidr>,
-    limits: serve::Limits,
+    limits: tollgate_ops::Policy,
     admin_remote: bool,
     admin_in_memory: bool,
     state: Option<state::State>,
@@ -62,7 +62,7 @@ fn parse_args() -> Result<Args, String> {
         profile: "examples/profiles/example.yaml".into(),
         tokens: "examples/tokens.yaml".into(),
         trusted: Vec::new(),
-        limits: serve::Limits::default(),
+        limits: tollgate_ops::Policy::default(),
         admin_remote: false,
         admin_in_memory: false,
         state: None,
@@ -252,12 +252,11 @@ async fn main() {
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .unwrap_or_else(|e| fail("operator listen", &e));
-        let operators = serve::Limits {
-            max_connections: 64,
-            max_per_peer: 16,
-            // A profile may be this large (`PUT /admin/profile`); the token is checked first.
-            max_body: tollgate::profile::MAX_PROFILE_BYTES,
-            ..serve::Limits::default()
+        // Few connections, few per peer; bodies up to a profile (`PUT /admin/profile`, the
+        // token checked first). The public listener's deadlines.
+        let operators = tollgate_ops::Policy {
+            header_timeout: args.limits.header_timeout,
+            ..tollgate_ops::Policy::operator()
         };
         let mut router = app::operator_router(metrics);
         match admin_token {
@@ -278,7 +277,14 @@ async fn main() {
         }
         tracing::info!(listen = %addr, "operator endpoints (GET /metrics) listening");
         tokio::spawn(async move {
-            if let Err(e) = serve::serve(listener, router, operators, Vec::new()).await {
+            let served = tollgate_ops::serve(
+                listener,
+                router,
+                operators,
+                tollgate_ops::Protocol::Http1,
+                std::future::pending(),
+            );
+            if let Err(e) = served.await {
                 tracing::error!(error = %e, "operator listener stopped");
             }
         });
@@ -287,7 +293,10 @@ async fn main() {
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .unwrap_or_else(|e| fail("listen", &e));
-    let limits = args.limits.within_file_limit();
+    let limits = tollgate_ops::Policy {
+        trusted: args.trusted.clone(),
+        ..args.limits.within_file_limit()
+    };
     tracing::info!(
         listen = %args.listen,
         profile = %args.profile.display(),
@@ -295,7 +304,7 @@ async fn main() {
         "gateway listening"
     );
     tokio::select! {
-        served = serve::serve(listener, router, limits, args.trusted) => {
+        served = tollgate_ops::serve(listener, router, limits, tollgate_ops::Protocol::Http1, std::future::pending()) => {
             served.unwrap_or_else(|e| fail("serve", &e))
         }
         () = state::signalled(shutdown) => tracing::info!("shutting down"),

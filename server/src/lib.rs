@@ -48,7 +48,7 @@ pub mod state;
 pub use backend::Backend;
 pub use decide::RateLimiter;
 pub use mapping::Mapping;
-pub use serve::{serve, serve_with};
+pub use serve::{serve, serve_with, Policies};
 
 /// The Envoy protos this server speaks, re-exported so that clients need no version match.
 pub use envoy_types;

@@ -1,148 +1,118 @@
-//! `tollgate-server --profile PATH [--grpc 127.0.0.1:8081] [--http 127.0.0.1:8080|off]
-//! [--redis URL] [--state PATH [--state-every S] [--state-start-empty-on-refusal]]
-//! [--admin-remote] [--admin-in-memory] [--watch-profile NAME]`: the Envoy rate limit service. SIGHUP or an edit of
-//! the profile reloads it; SIGTERM or ctrl-c stops it after the requests in flight (and, with
-//! `--state`, saves the quotas). `TOLLGATE_ADMIN_TOKEN` turns on `GET`/`PUT /admin/profile` on
-//! the `--http` listener; `--state` needs `TOLLGATE_KEY_SECRET`. With `--redis` and
-//! `--watch-profile NAME` the server follows the profile published to Redis under `NAME`
-//! (the file is the starting profile only, and is not watched).
+//! `tollgate-server`: the Envoy rate limit service (`--help` lists every flag). SIGHUP or an
+//! edit of the profile reloads it; SIGTERM or ctrl-c stops it after the requests in flight
+//! (and, with `--state`, saves the quotas). `TOLLGATE_ADMIN_TOKEN` turns on `GET`/`PUT
+//! /admin/profile` on the `--http` listener; `--state` needs `TOLLGATE_KEY_SECRET`. With
+//! `--redis` and `--watch-profile NAME` the server follows the profile published to Redis under
+//! `NAME` (the file is the starting profile only, and is not watched).
 //!
-//! `tollgate-server publish --redis URL --profile PATH [--name NAME] [--key-prefix P]`
-//! validates the profile and publishes it to Redis for every server watching `NAME` (default:
-//! the profile's `name`), printing the new version; an invalid profile is refused with its
-//! line and column and nothing is written.
+//! `tollgate-server publish` validates a profile and publishes it to Redis for every server
+//! watching its name; `tollgate-server fleet-key` makes a key pair to sign what is published.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use clap::{Parser, Subcommand};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 use tokio::signal::unix::{signal, SignalKind};
 use tollgate::{Limiter, Profile};
+use tollgate_ops::flags::{ListenerFlags, StateFlags};
 use tollgate_server::admin::{Admin, AdminToken, FollowingFleet};
-use tollgate_server::state::{self, State};
-use tollgate_server::{publish, reload, serve_with, Backend, RateLimiter};
+use tollgate_server::{publish, reload, serve_with, state, Backend, Policies, RateLimiter};
 
-const USAGE: &str = "tollgate-server --profile PATH [--grpc ADDR] [--http ADDR|off] [--redis URL] \
-                     [--state PATH [--state-every S] [--state-start-empty-on-refusal]] \
-                     [--admin-remote] [--admin-in-memory] [--watch-profile NAME \
-                     [--fleet-public-key HEX]...]\n       \
-                     tollgate-server publish --redis URL --profile PATH [--name NAME] \
-                     [--key-prefix P] [--signing-key-file PATH]\n       \
-                     tollgate-server fleet-key";
-
-/// The fleet public keys, comma- or space-separated, beside `--fleet-public-key`.
-const FLEET_KEYS_ENV: &str = "TOLLGATE_FLEET_PUBLIC_KEYS";
-
-struct Args {
-    profile: PathBuf,
-    grpc: SocketAddr,
-    http: Option<SocketAddr>,
-    redis: Option<String>,
-    state: Option<State>,
-    admin_remote: bool,
-    admin_in_memory: bool,
-    /// `--watch-profile`: the fleet profile to follow (with `--redis`).
-    watch_profile: Option<String>,
-    /// `--fleet-public-key` (repeatable) and `TOLLGATE_FLEET_PUBLIC_KEYS`: the keys a fleet
-    /// profile must be signed by, as hex.
-    fleet_keys: Vec<String>,
+/// tollgate as an Envoy rate limit service (gRPC RLS v3), with its HTTP side.
+#[derive(Parser, Debug)]
+#[command(
+    name = "tollgate-server",
+    version,
+    subcommand_negates_reqs = true,
+    args_conflicts_with_subcommands = true
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    serve: Args,
 }
 
-fn parse_args() -> Result<Args, String> {
-    let mut profile = None;
-    let mut args = Args {
-        profile: PathBuf::new(),
-        grpc: "127.0.0.1:8081".parse().expect("a valid default address"),
-        http: Some("127.0.0.1:8080".parse().expect("a valid default address")),
-        redis: None,
-        state: None,
-        admin_remote: false,
-        admin_in_memory: false,
-        watch_profile: None,
-        fleet_keys: std::env::var(FLEET_KEYS_ENV)
-            .map(|v| {
-                v.split([',', ' ', '\n'])
-                    .filter(|k| !k.is_empty())
-                    .map(str::to_owned)
-                    .collect()
-            })
-            .unwrap_or_default(),
-    };
-    let (mut every, mut start_empty) = (None, false);
-    let mut it = std::env::args().skip(1);
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--profile" => profile = Some(PathBuf::from(value()?)),
-            "--grpc" => {
-                let v = value()?;
-                args.grpc = v.parse().map_err(|e| format!("--grpc {v}: {e}"))?;
-            }
-            "--http" => {
-                let v = value()?;
-                args.http = match v.as_str() {
-                    "off" => None,
-                    a => Some(a.parse().map_err(|e| format!("--http {v}: {e}"))?),
-                };
-            }
-            "--redis" => args.redis = Some(value()?),
-            "--state" => args.state = Some(State::new(PathBuf::from(value()?))),
-            "--state-every" => {
-                let v = value()?;
-                let secs: f64 = v
-                    .parse()
-                    .ok()
-                    .filter(|s: &f64| s.is_finite() && *s > 0.0)
-                    .ok_or_else(|| format!("--state-every {v}: a number of seconds above 0"))?;
-                every = Some(Duration::from_secs_f64(secs));
-            }
-            "--state-start-empty-on-refusal" => start_empty = true,
-            "--admin-remote" => args.admin_remote = true,
-            "--admin-in-memory" => args.admin_in_memory = true,
-            "--watch-profile" => args.watch_profile = Some(value()?),
-            "--fleet-public-key" => args.fleet_keys.push(value()?),
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown argument {other:?}; usage: {USAGE}")),
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Validate a profile and publish it to Redis as the next version of a fleet profile.
+    Publish(publish::PublishArgs),
+    /// Print a new key pair for signed fleet profiles (the signing key, then the public key).
+    FleetKey,
+}
+
+#[derive(clap::Args, Debug)]
+struct Args {
+    /// The profile (YAML), with its `descriptors:` section.
+    #[arg(long, value_name = "PATH", required = true)]
+    profile: Option<PathBuf>,
+    /// The gRPC listener (RLS v3).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
+    grpc: SocketAddr,
+    /// The HTTP listener (health, metrics, the discovery document, admin), or `off`.
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:8080", value_parser = http_addr)]
+    http: HttpAddr,
+    /// State in Redis, shared by several servers (redis://, rediss://, redis+cluster://,
+    /// redis+sentinel://).
+    #[arg(long, value_name = "URL")]
+    redis: Option<String>,
+    #[command(flatten)]
+    state: StateFlags,
+    /// Serve the admin routes to peers other than loopback.
+    #[arg(long)]
+    admin_remote: bool,
+    /// Keep an admin `PUT` in memory instead of writing it to the profile file.
+    #[arg(long)]
+    admin_in_memory: bool,
+    /// Follow the fleet profile published to Redis under this name (with --redis).
+    #[arg(long, value_name = "NAME", requires = "redis")]
+    watch_profile: Option<String>,
+    /// A public key (64 hex digits) a fleet profile must be signed by; repeatable.
+    #[arg(
+        long = "fleet-public-key",
+        value_name = "HEX",
+        env = "TOLLGATE_FLEET_PUBLIC_KEYS",
+        value_delimiter = ',',
+        requires = "watch_profile"
+    )]
+    fleet_keys: Vec<String>,
+    #[command(flatten)]
+    listeners: ListenerFlags,
+}
+
+/// `--http`: an address, or `off` for no HTTP listener.
+#[derive(Clone, Copy, Debug)]
+struct HttpAddr(Option<SocketAddr>);
+
+fn http_addr(s: &str) -> Result<HttpAddr, String> {
+    match s {
+        "off" => Ok(HttpAddr(None)),
+        a => a
+            .parse()
+            .map(|a| HttpAddr(Some(a)))
+            .map_err(|e| format!("{a}: {e}")),
+    }
+}
+
+impl Args {
+    fn profile(&self) -> &PathBuf {
+        self.profile.as_ref().expect("clap requires --profile")
+    }
+
+    fn check(&self) -> Result<(), String> {
+        if self.redis.is_some() && self.state.path.is_some() {
+            return Err(
+                "--state is for the embedded limiter: with --redis the quotas live in \
+                        Redis and survive a restart of the server already"
+                    .into(),
+            );
         }
+        Ok(())
     }
-    args.profile = profile.ok_or_else(|| format!("--profile is needed; usage: {USAGE}"))?;
-    match &mut args.state {
-        Some(state) => {
-            if let Some(every) = every {
-                state.every = every;
-            }
-            state.start_empty_on_refusal = start_empty;
-        }
-        None if every.is_some() || start_empty => {
-            return Err("--state-every and --state-start-empty-on-refusal need --state".into())
-        }
-        None => {}
-    }
-    if !args.fleet_keys.is_empty() && args.watch_profile.is_none() {
-        return Err(format!(
-            "--fleet-public-key (or {FLEET_KEYS_ENV}) checks a fleet profile's signature: it \
-             needs --watch-profile"
-        ));
-    }
-    if args.watch_profile.is_some() && args.redis.is_none() {
-        return Err(
-            "--watch-profile follows a profile published to Redis: it needs --redis".into(),
-        );
-    }
-    if args.redis.is_some() && args.state.is_some() {
-        return Err(
-            "--state is for the embedded limiter: with --redis the quotas live in \
-                    Redis and survive a restart of the server already"
-                .into(),
-        );
-    }
-    Ok(args)
 }
 
 /// Completes on SIGTERM or ctrl-c.
@@ -160,8 +130,8 @@ async fn run<B: Backend>(
     metrics: metrics_exporter_prometheus::PrometheusHandle,
 ) -> Result<(), String> {
     let admin = match AdminToken::from_env()? {
-        Some(token) if args.http.is_some() => {
-            let save_to = (!args.admin_in_memory).then(|| args.profile.clone());
+        Some(token) if args.http.0.is_some() => {
+            let save_to = (!args.admin_in_memory).then(|| args.profile().clone());
             let admin = Admin::new(Arc::clone(&limiter), token, save_to, args.admin_remote);
             Some(Arc::new(match &args.watch_profile {
                 Some(name) => admin.following_fleet(name),
@@ -177,7 +147,7 @@ async fn run<B: Backend>(
     let grpc = TcpListener::bind(args.grpc)
         .await
         .map_err(|e| format!("--grpc {}: {e}", args.grpc))?;
-    let http = match args.http {
+    let http = match args.http.0 {
         Some(a) => Some(
             TcpListener::bind(a)
                 .await
@@ -187,8 +157,8 @@ async fn run<B: Backend>(
     };
     tracing::info!(
         grpc = %args.grpc,
-        http = ?args.http,
-        profile = %args.profile.display(),
+        http = ?args.http.0,
+        profile = %args.profile().display(),
         backend = limiter.backend().kind(),
         admin = admin.is_some(),
         domain = limiter.profile().descriptors.as_ref().map(|d| d.domain.as_str()).unwrap_or(""),
@@ -198,7 +168,7 @@ async fn run<B: Backend>(
     let watcher = args
         .watch_profile
         .is_none()
-        .then(|| tokio::spawn(reload::watch(Arc::clone(&limiter), args.profile.clone())));
+        .then(|| tokio::spawn(reload::watch(Arc::clone(&limiter), args.profile().clone())));
     {
         let handle = metrics.clone();
         tokio::spawn(async move {
@@ -209,7 +179,17 @@ async fn run<B: Backend>(
             }
         });
     }
-    let result = serve_with(limiter, grpc, http, Some(metrics), admin, terminated()).await;
+    let policies = Policies::from(args.listeners.policy());
+    let result = serve_with(
+        limiter,
+        grpc,
+        http,
+        Some(metrics),
+        admin,
+        policies,
+        terminated(),
+    )
+    .await;
     if let Some(w) = watcher {
         w.abort();
     }
@@ -227,28 +207,33 @@ async fn main() {
         tracing::error!("{e}");
         std::process::exit(1);
     };
-    if std::env::args().nth(1).as_deref() == Some("fleet-key") {
-        println!("{}", publish::new_key_pair());
-        std::process::exit(0);
-    }
-    if std::env::args().nth(1).as_deref() == Some("publish") {
-        let code = match publish::run(std::env::args().skip(2)).await {
-            Ok(line) => {
-                println!("{line}");
-                0
-            }
-            Err(e) => {
-                eprintln!("tollgate-server publish: {e}");
-                1
-            }
-        };
-        std::process::exit(code);
-    }
-    let args = parse_args().unwrap_or_else(|e| {
+    let cli = Cli::parse();
+    let args = match cli.command {
+        Some(Command::FleetKey) => {
+            println!("{}", publish::new_key_pair());
+            std::process::exit(0);
+        }
+        Some(Command::Publish(p)) => {
+            let code = match publish::run(p).await {
+                Ok(line) => {
+                    println!("{line}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("tollgate-server publish: {e}");
+                    1
+                }
+            };
+            std::process::exit(code);
+        }
+        None => cli.serve,
+    };
+    if let Err(e) = args.check() {
         eprintln!("tollgate-server: {e}");
         std::process::exit(2);
-    });
-    let profile = Profile::from_path(&args.profile).unwrap_or_else(|e| fail(e.to_string()));
+    }
+    let state_file = args.state.state_file();
+    let profile = Profile::from_path(args.profile()).unwrap_or_else(|e| fail(e.to_string()));
     // The recorder first: the limiter registers its metric handles when it is built.
     let metrics = PrometheusBuilder::new()
         .install_recorder()
@@ -257,12 +242,11 @@ async fn main() {
         None => {
             let limiter = state::open(
                 Limiter::builder(profile).key_secret_from_env(),
-                args.state.as_ref(),
+                state_file.as_ref(),
             )
             .unwrap_or_else(|e| fail(format!("limiter: {e}")));
             let limiter = Arc::new(limiter);
-            let checkpoint = args
-                .state
+            let checkpoint = state_file
                 .as_ref()
                 .map(|s| state::checkpoint(&limiter, s).unwrap_or_else(|e| fail(e)));
             let served = match RateLimiter::new(limiter) {

@@ -9,13 +9,31 @@ use std::path::PathBuf;
 use tollgate::profile::MAX_PROFILE_BYTES;
 use tollgate::Profile;
 
-const USAGE: &str = "tollgate-server publish --redis URL --profile PATH [--name NAME] \
-                     [--key-prefix P] [--signing-key-file PATH]";
-
 /// The signing key, as hex, where no `--signing-key-file` is given.
 const SIGNING_KEY_ENV: &str = "TOLLGATE_FLEET_SIGNING_KEY";
 
-/// What `publish` was asked (without the `redis` feature only the file is read).
+/// `tollgate-server publish`'s flags.
+#[derive(clap::Args, Debug)]
+pub struct PublishArgs {
+    /// The Redis the servers share (any URL `--redis` takes).
+    #[arg(long, value_name = "URL")]
+    redis: String,
+    /// The profile to publish (validated first; nothing is written if it is invalid).
+    #[arg(long, value_name = "PATH")]
+    profile: PathBuf,
+    /// The fleet profile's name (default: the profile's `name`).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// The workers' key prefix.
+    #[arg(long, value_name = "P", default_value = "tollgate")]
+    key_prefix: String,
+    /// Sign the publish with the key in this file (64 hex digits, `tollgate-server fleet-key`);
+    /// else with TOLLGATE_FLEET_SIGNING_KEY if set; else unsigned.
+    #[arg(long, value_name = "PATH")]
+    signing_key_file: Option<PathBuf>,
+}
+
+/// What `publish` was asked, its key read (without the `redis` feature only the file is read).
 #[cfg_attr(not(feature = "redis"), allow(dead_code))]
 #[derive(Debug)]
 struct Request {
@@ -23,36 +41,23 @@ struct Request {
     profile: PathBuf,
     name: Option<String>,
     prefix: String,
-    /// The signing key's hex (from `--signing-key-file` or the environment), if any.
+    /// The signing key's hex, if any.
     signing_key: Option<String>,
 }
 
-fn parse(mut it: impl Iterator<Item = String>) -> Result<Request, String> {
-    let (mut redis, mut profile, mut name) = (None, None, None);
-    let mut signing_key = std::env::var(SIGNING_KEY_ENV).ok();
-    let mut prefix = "tollgate".to_owned();
-    while let Some(flag) = it.next() {
-        let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
-        match flag.as_str() {
-            "--redis" => redis = Some(value()?),
-            "--profile" => profile = Some(PathBuf::from(value()?)),
-            "--name" => name = Some(value()?),
-            "--key-prefix" => prefix = value()?,
-            "--signing-key-file" => {
-                let path = value()?;
-                let text = std::fs::read_to_string(&path)
-                    .map_err(|e| format!("--signing-key-file {path}: {e}"))?;
-                signing_key = Some(text);
-            }
-            "-h" | "--help" => return Err(format!("usage: {USAGE}")),
-            other => return Err(format!("unknown argument {other:?}; usage: {USAGE}")),
-        }
-    }
+fn request(a: PublishArgs) -> Result<Request, String> {
+    let signing_key = match &a.signing_key_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .map_err(|e| format!("--signing-key-file {}: {e}", path.display()))?,
+        ),
+        None => std::env::var(SIGNING_KEY_ENV).ok(),
+    };
     Ok(Request {
-        redis: redis.ok_or_else(|| format!("--redis is needed; usage: {USAGE}"))?,
-        profile: profile.ok_or_else(|| format!("--profile is needed; usage: {USAGE}"))?,
-        name,
-        prefix,
+        redis: a.redis,
+        profile: a.profile,
+        name: a.name,
+        prefix: a.key_prefix,
         signing_key,
     })
 }
@@ -75,9 +80,9 @@ fn read(req: &Request) -> Result<(String, String), String> {
     Ok((name, text))
 }
 
-/// Runs `publish` with the arguments after the word `publish`: the line to print on success.
-pub async fn run(args: impl Iterator<Item = String>) -> Result<String, String> {
-    let req = parse(args)?;
+/// Runs `publish`: the line to print on success.
+pub async fn run(args: PublishArgs) -> Result<String, String> {
+    let req = request(args)?;
     let (name, text) = read(&req)?;
     publish(&req, &name, &text).await
 }
@@ -138,37 +143,6 @@ async fn publish(_: &Request, _: &str, _: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn args(a: &[&str]) -> impl Iterator<Item = String> {
-        a.iter()
-            .map(|s| s.to_string())
-            .collect::<Vec<_>>()
-            .into_iter()
-    }
-
-    #[test]
-    fn flags_are_read_and_the_needed_ones_asked_for() {
-        let r = parse(args(&[
-            "--redis",
-            "redis://x/",
-            "--profile",
-            "p.yaml",
-            "--name",
-            "n",
-        ]))
-        .unwrap();
-        assert_eq!(
-            (r.redis.as_str(), r.name.as_deref(), r.prefix.as_str()),
-            ("redis://x/", Some("n"), "tollgate")
-        );
-        assert!(parse(args(&["--profile", "p.yaml"]))
-            .unwrap_err()
-            .contains("--redis is needed"));
-        assert!(parse(args(&["--redis", "redis://x/"]))
-            .unwrap_err()
-            .contains("--profile is needed"));
-        assert!(parse(args(&["--nope"])).unwrap_err().contains("unknown"));
-    }
 
     #[test]
     fn an_invalid_file_is_refused_with_line_and_column_before_redis() {

@@ -1,17 +1,46 @@
 //! Serving both faces until a shutdown signal: gRPC on one listener, HTTP on the other, each
+//! under its [`Policy`] (caps, deadlines, HTTP/2 limits: `tollgate_ops::listener`), each
 //! finishing the requests in flight before it returns.
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
+use tollgate_ops::{Policy, Protocol};
 
 use crate::admin::Admin;
 use crate::backend::Backend;
 use crate::decide::RateLimiter;
+
+/// The policies of the two listeners.
+#[derive(Clone, Debug)]
+pub struct Policies {
+    /// The gRPC listener Envoy calls.
+    pub grpc: Policy,
+    /// The HTTP listener (health, metrics, discovery, admin: bodies up to a profile's size).
+    pub http: Policy,
+}
+
+impl Default for Policies {
+    fn default() -> Self {
+        Policies::from(Policy::default())
+    }
+}
+
+impl From<Policy> for Policies {
+    /// `policy` for both, the HTTP side's bodies up to a profile's size (`PUT /admin/profile`).
+    fn from(policy: Policy) -> Self {
+        Policies {
+            http: Policy {
+                max_body: tollgate::profile::MAX_PROFILE_BYTES,
+                ..policy.clone()
+            },
+            grpc: policy,
+        }
+    }
+}
 
 /// Serves `limiter`: RLS on `grpc`, the HTTP side on `http` (if any), until `shutdown`
 /// completes; then stops accepting, lets requests in flight finish, and returns.
@@ -22,16 +51,27 @@ pub async fn serve<B: Backend>(
     metrics: Option<PrometheusHandle>,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
-    serve_with(limiter, grpc, http, metrics, None, shutdown).await
+    serve_with(
+        limiter,
+        grpc,
+        http,
+        metrics,
+        None,
+        Policies::default(),
+        shutdown,
+    )
+    .await
 }
 
-/// [`serve`], with the admin routes ([`crate::admin`]) on the HTTP side when `admin` is given.
+/// [`serve`], with the admin routes ([`crate::admin`]) on the HTTP side when `admin` is given,
+/// and the listeners under `policies`.
 pub async fn serve_with<B: Backend>(
     limiter: Arc<RateLimiter<B>>,
     grpc: TcpListener,
     http: Option<TcpListener>,
     metrics: Option<PrometheusHandle>,
     admin: Option<Arc<Admin<B>>>,
+    policies: Policies,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> Result<(), String> {
     let (stop_tx, stop_rx) = watch::channel(false);
@@ -43,27 +83,19 @@ pub async fn serve_with<B: Backend>(
         if let Some(admin) = admin {
             router = router.merge(crate::admin::router(admin));
         }
-        let rx = stop_rx.clone();
+        let (rx, policy) = (stop_rx.clone(), policies.http.clone());
         tokio::spawn(async move {
-            // With the peer's address: the admin routes answer loopback peers only.
-            let app = router.into_make_service_with_connect_info::<SocketAddr>();
-            axum::serve(listener, app)
-                .with_graceful_shutdown(stopped(rx))
+            tollgate_ops::serve(listener, router, policy, Protocol::Http1, stopped(rx))
                 .await
                 .map_err(|e| format!("http: {e}"))
         })
     });
     let grpc_task = {
-        let svc = crate::grpc::service(Arc::clone(&limiter));
-        let rx = stop_rx.clone();
+        let router = tonic::service::Routes::new(crate::grpc::service(Arc::clone(&limiter)))
+            .into_axum_router();
+        let (rx, policy) = (stop_rx.clone(), policies.grpc);
         tokio::spawn(async move {
-            tonic::transport::Server::builder()
-                .tcp_nodelay(true)
-                .add_service(svc)
-                .serve_with_incoming_shutdown(
-                    tonic::transport::server::TcpIncoming::from(grpc).with_nodelay(Some(true)),
-                    stopped(rx),
-                )
+            tollgate_ops::serve(grpc, router, policy, Protocol::Grpc, stopped(rx))
                 .await
                 .map_err(|e| format!("grpc: {e}"))
         })

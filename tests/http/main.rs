@@ -7,9 +7,6 @@ mod admin;
 #[path = "../../examples/gateway/app.rs"]
 #[allow(dead_code)]
 mod app;
-#[path = "../../examples/gateway/serve.rs"]
-#[allow(dead_code)]
-mod serve;
 #[path = "../../examples/gateway/state.rs"]
 #[allow(dead_code)]
 mod state;
@@ -17,7 +14,7 @@ mod state;
 mod admin_routes;
 mod caller;
 mod flood;
-mod gateway_limits;
+mod gateway_listener;
 mod gateway_state;
 mod gateway_tcp;
 mod grpc;

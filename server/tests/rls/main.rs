@@ -8,6 +8,7 @@ mod domains;
 mod fuzz_corpus;
 mod hits;
 mod http_side;
+mod listeners;
 mod malformed;
 mod mapping;
 mod response;
@@ -134,6 +135,7 @@ pub async fn start_on(
         Some(http),
         Some(metrics),
         admin,
+        tollgate_server::Policies::default(),
         async {
             let _ = rx.await;
         },
