@@ -7,7 +7,10 @@
 #
 #   git worktree add /tmp/old <commit> && bash benches/instructions.sh /tmp/old .
 #
-# Needs valgrind. Modes: `hot` (one key), `capacity` (one key, shared capacity on).
+# Needs valgrind. Modes: `hot` (one key), `capacity` (one key, shared capacity and tenant fair
+# share on), `keys` (64k keys round robin), `pinned` (one pinned key), `ffi` and `ffi-pinned`
+# (the same through `tg_admit` and `tg_admit_pinned`: minus `hot` and `pinned`, the C ABI's
+# own cost). `MODES="hot capacity"` counts only those.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 [ $# -eq 0 ] && set -- "$here"
@@ -26,13 +29,14 @@ edition = "2021"
 publish = false
 [dependencies]
 tollgate = { path = "$tree" }
+tollgate-ffi = { path = "$tree/ffi" }
 [profile.release]
 debug = 1
 [workspace]
 TOML
     cp "$here/benches/instructions/admit_loop.rs" "$dir/src/main.rs"
     (cd "$dir" && cargo build -q --release)
-    for mode in hot capacity; do
+    for mode in ${MODES:-hot capacity keys pinned ffi ffi-pinned}; do
         count() {
             valgrind --tool=callgrind --callgrind-out-file=/dev/null "$dir/target/release/$name" "$mode" "$1" 2>&1 |
                 sed -n 's/.*Collected : \([0-9]*\).*/\1/p'

@@ -37,12 +37,8 @@ rows=(
                 Ordering::Relaxed,|admit|same_key_two_threads_claim_and_admit"
   "E7|src/table/claim.rs|.store(busy.published(busy.tats()), Ordering::Release);|.store(busy.published(busy.tats()), Ordering::Relaxed);|claim|two_new_identities_claim_empty_slots_at_once"
   "E8|src/table/claim.rs|slot.state.store(busy.published(tats), Ordering::Release);|slot.state.store(busy.published(tats), Ordering::Relaxed);|admit|reclaim_races_an_admit_of_the_old_identity"
-  "E9|src/table/mod.rs|seen.stamped(tats, tag),
-                Ordering::Release,|seen.stamped(tats, tag),
-                Ordering::Relaxed,|reload|a_word_of_a_newer_profile_is_never_read_as_an_older_ones"
-  "E9f|src/table/mod.rs|Ordering::Release,
-                Ordering::Acquire,|Ordering::Release,
-                Ordering::Relaxed,|reload|a_word_of_a_newer_profile_is_never_read_as_an_older_ones"
+  "E9|src/table/mod.rs|.compare_exchange(seen, next, Ordering::Release, Ordering::Acquire)|.compare_exchange(seen, next, Ordering::Relaxed, Ordering::Acquire)|reload|a_word_of_a_newer_profile_is_never_read_as_an_older_ones"
+  "E9f|src/table/mod.rs|.compare_exchange(seen, next, Ordering::Release, Ordering::Acquire)|.compare_exchange(seen, next, Ordering::Release, Ordering::Relaxed)|reload|a_word_of_a_newer_profile_is_never_read_as_an_older_ones"
   "G1|src/limiter/charge.rs|self.engine.config.publish(cfg.epoch);||reload|reload_racing_two_admits_never_mixes_profiles"
   "R1|src/table/mod.rs|if again.same_occupant(s) {|if true {|reads|remaining_never_reads_another_occupants_state"
   "F2|src/table/mod.rs|fence(Ordering::Acquire);||reads|remaining_never_reads_another_occupants_state"

@@ -11,7 +11,7 @@ use parking_lot::Mutex;
 
 use crate::config::{self, Config, ConfigCell};
 use crate::decision::Decision;
-use crate::identity::{Key, KeyHasher, RouteClass};
+use crate::identity::{KeyHasher, RouteClass, Tenant};
 use crate::profile::{Profile, ProfileError};
 use crate::published::PublishedLimits;
 
@@ -152,26 +152,37 @@ impl Engine {
         &self,
         cfg: &Config,
         shadow: bool,
-        key: &Key<'_>,
+        class: RouteClass,
+        tenant: Tenant<'_>,
         computed: Decision,
         now: u64,
     ) -> Verdict {
         #[cfg(feature = "metrics")]
         self.observer
-            .record(&cfg.telemetry, &self.hasher, key, computed, now);
+            .record(&cfg.telemetry, &self.hasher, class, tenant, computed, now);
         Verdict::of(shadow, computed)
     }
 }
 
 impl Engine {
+    /// [`Engine::conclude`] of an admission (feature `metrics`): the answer is `Admit` in
+    /// either mode, so no verdict is built.
+    #[inline]
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(crate) fn admitted(&self, cfg: &Config, class: RouteClass, tenant: Tenant<'_>, now: u64) {
+        #[cfg(feature = "metrics")]
+        self.observer
+            .admitted(&cfg.telemetry, &self.hasher, class, tenant, now);
+    }
+
     /// Counts an admission of `key` that left less than `observability.near_limit` of its
     /// burst (feature `metrics`); called only for those.
     #[cold]
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn near_limit(&self, cfg: &Config, key: &Key<'_>) {
+    pub(crate) fn near_limit(&self, cfg: &Config, class: RouteClass) {
         #[cfg(feature = "metrics")]
         self.observer
-            .near_limit(&cfg.telemetry, key.class.index() as usize);
+            .near_limit(&cfg.telemetry, class.index() as usize);
     }
 }
 

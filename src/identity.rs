@@ -113,6 +113,47 @@ impl<'a> Key<'a> {
     }
 }
 
+/// Whose partition and fairness share a decision counts in: the anonymous callers, a tenant
+/// by name (its digest computed only if asked for), or a tenant whose digest is known.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Tenant<'a> {
+    Anonymous,
+    Named(&'a str),
+    Known(Digest),
+}
+
+impl<'a> Tenant<'a> {
+    /// The tenant of `key`, by name.
+    #[inline]
+    pub(crate) fn of(key: &Key<'a>) -> Tenant<'a> {
+        key.tenant().map_or(Tenant::Anonymous, Tenant::Named)
+    }
+
+    /// Whether it is an authenticated caller's tenant.
+    #[inline]
+    pub(crate) fn authenticated(self) -> bool {
+        !matches!(self, Tenant::Anonymous)
+    }
+
+    /// Its digest (hashing the name if it must).
+    #[inline]
+    pub(crate) fn digest(self, hasher: &KeyHasher) -> Digest {
+        match self {
+            Tenant::Anonymous => hasher.anonymous_tenant,
+            Tenant::Named(t) => hasher.tenant_digest(Some(t)),
+            Tenant::Known(d) => d,
+        }
+    }
+}
+
+/// A caller resolved for the table: its route class, its identity's digest and its tenant.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Resolved<'a> {
+    pub(crate) class: RouteClass,
+    pub(crate) digest: Digest,
+    pub(crate) tenant: Tenant<'a>,
+}
+
 /// A keyed 128-bit digest of an identity and route class. Never zero (the table's "nobody").
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Digest {
@@ -259,6 +300,43 @@ impl KeyHasher {
         }
     }
 
+    /// `key` resolved: with `tenant`, the tenant's digest computed in the same pass (shared
+    /// capacity needs it on every decision); without, only when asked for.
+    #[inline]
+    pub(crate) fn resolve<'a>(&self, key: &Key<'a>, tenant: bool) -> Resolved<'a> {
+        let (digest, tenant) = match Tenant::of(key) {
+            // The anonymous pseudo-tenant's digest is the hasher's, known without a pass.
+            Tenant::Named(_) if tenant => {
+                let (d, t) = self.digests(key);
+                (d, Tenant::Known(t))
+            }
+            of => (self.digest(key), of),
+        };
+        Resolved {
+            class: key.class,
+            digest,
+            tenant,
+        }
+    }
+
+    /// The identity's digest alone (the first of [`KeyHasher::digests`]): without shared
+    /// capacity the tenant's is needed only to claim a slot, so the hot path does not finish it.
+    #[inline]
+    pub(crate) fn digest(&self, key: &Key<'_>) -> Digest {
+        match key.who {
+            Who::Authenticated { tenant, principal } => {
+                let (mut hi, mut lo) = self.tenant_prefix.clone();
+                feed(&mut hi, &mut lo, |h| {
+                    h.write(tenant.as_bytes());
+                    h.write_u64(u64::from(TAG_AUTHENTICATED) | u64::from(key.class.0) << 8);
+                    h.write(principal.as_bytes());
+                });
+                Digest::finished(&hi, &lo)
+            }
+            Who::Anonymous(_) => self.digests(key).0,
+        }
+    }
+
     /// The digest of a tenant as a whole (as `digests` computes it), or of the anonymous
     /// pseudo-tenant for `None`.
     pub(crate) fn tenant_digest(&self, tenant: Option<&str>) -> Digest {
@@ -360,6 +438,19 @@ mod tests {
         let other = KeyHasher::new(b"other", 24, 56);
         let k = Key::authenticated("a", "b", RouteClass(0)).unwrap();
         assert_ne!(h.digests(&k), other.digests(&k));
+    }
+
+    #[test]
+    fn the_identity_digest_alone_is_the_pairs_first() {
+        let h = h();
+        for k in [
+            Key::authenticated("tenant-001", "user-000000000", RouteClass(3)).unwrap(),
+            Key::authenticated("a", "b", RouteClass(0)).unwrap(),
+            Key::anonymous("192.0.2.1".parse().unwrap(), RouteClass(1)),
+        ] {
+            assert_eq!(h.digest(&k), h.digests(&k).0);
+            assert_eq!(h.tenant_digest(k.tenant()), h.digests(&k).1);
+        }
     }
 
     #[test]

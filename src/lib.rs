@@ -60,7 +60,7 @@ pub use admission::Admission;
 pub use decision::{BucketKind, CatalogEntry, Cause, Decision, Outcome, Remaining};
 pub use engine::Verdict;
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
-pub use limiter::{BuildError, Builder, Limiter, Refused, KEY_SECRET_ENV};
+pub use limiter::{BuildError, Builder, Limiter, Pinned, Refused, KEY_SECRET_ENV};
 pub use profile::{Profile, ProfileError};
 pub use published::{
     PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,

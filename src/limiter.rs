@@ -8,7 +8,7 @@ use crate::capacity::Tenants;
 use crate::config::Config;
 use crate::decision::{Decision, Remaining};
 use crate::engine::{Engine, Verdict};
-use crate::identity::{Key, RouteClass};
+use crate::identity::{Key, Resolved, RouteClass, Tenant};
 use crate::profile::{Profile, ProfileError};
 use crate::published::PublishedLimits;
 use crate::snapshot::WallClock;
@@ -18,10 +18,12 @@ mod all;
 mod builder;
 mod charge;
 mod coarse_clock;
+mod pinned;
 
 pub use all::Refused;
 pub use builder::{BuildError, Builder, KEY_SECRET_ENV};
 use charge::Refusal;
+pub use pinned::Pinned;
 
 /// The admission engine. `Send + Sync`: share it by `&` or `Arc`.
 ///
@@ -77,7 +79,38 @@ impl Limiter {
         // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let now = self.now();
         let cfg = self.engine.config.get();
-        self.decide(&cfg, key, now).decision
+        let id = self.engine.hasher.resolve(key, cfg.capacity.is_some());
+        let unit = cfg.class(key.class).limits.unit();
+        match self.charge(&cfg, &id, unit, 1, now) {
+            // Admitted, in either mode: the common case, counted without building a verdict.
+            Ok(r) => {
+                self.counted(&cfg, key.class, &r);
+                self.engine.admitted(&cfg, key.class, id.tenant, now);
+                Decision::Admit
+            }
+            Err(refusal) => self.refused(&cfg, &id, refusal, now, || key).decision,
+        }
+    }
+
+    /// A refusal the charge gave (or the news of a newer profile): concluded as `decide` does.
+    #[cold]
+    #[inline(never)]
+    fn refused<'k>(
+        &self,
+        cfg: &Config,
+        id: &Resolved<'_>,
+        refusal: Refusal,
+        now: u64,
+        again: impl FnOnce() -> &'k Key<'k>,
+    ) -> Verdict {
+        match refusal {
+            Refusal::Decided(refused) => {
+                let shadow = cfg.class(id.class).shadow;
+                self.engine
+                    .conclude(cfg, shadow, id.class, id.tenant, refused, now)
+            }
+            Refusal::Stale => self.decide_again(again()),
+        }
     }
 
     /// [`Limiter::admit`], also telling what the profile computed when shadow mode let a
@@ -123,7 +156,7 @@ impl Limiter {
         let computed = match self.charge_n(cfg, key, n, now) {
             Ok(receipt) => {
                 if let Some(r) = receipt {
-                    self.counted(cfg, key, &r);
+                    self.counted(cfg, key.class, &r);
                 }
                 Decision::Admit
             }
@@ -132,22 +165,26 @@ impl Limiter {
                 return self.decide_n(&self.engine.config.load(), key, n, self.now());
             }
         };
-        self.engine.conclude(cfg, class.shadow, key, computed, now)
+        let tenant = Tenant::of(key);
+        self.engine
+            .conclude(cfg, class.shadow, key.class, tenant, computed, now)
     }
 
     /// The decision against this limiter's table, charged if admitted, concluded by the engine.
     #[inline]
     fn decide(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Verdict {
         let class = cfg.class(key.class);
-        let computed = match self.charge(cfg, key, class.limits.unit(), 1, now) {
+        let id = self.engine.hasher.resolve(key, cfg.capacity.is_some());
+        let computed = match self.charge(cfg, &id, class.limits.unit(), 1, now) {
             Ok(r) => {
-                self.counted(cfg, key, &r);
+                self.counted(cfg, key.class, &r);
                 Decision::Admit
             }
             Err(Refusal::Decided(refused)) => refused,
             Err(Refusal::Stale) => return self.decide_again(key),
         };
-        self.engine.conclude(cfg, class.shadow, key, computed, now)
+        self.engine
+            .conclude(cfg, class.shadow, key.class, id.tenant, computed, now)
     }
 
     /// [`Limiter::decide`] under the newest profile, on a fresh clock reading (one taken after

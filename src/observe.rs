@@ -27,7 +27,7 @@ use std::sync::Arc;
 use metrics::{counter, gauge, histogram, Counter, Gauge, Histogram};
 
 use crate::decision::{Decision, Outcome};
-use crate::identity::{Digest, DigestMap, Key, KeyHasher};
+use crate::identity::{Digest, DigestMap, KeyHasher, RouteClass, Tenant};
 use crate::sync::unmodelled::{AtomicBool, AtomicU64, Ordering};
 
 /// What the error-budget alert reports, to the callback and in the `tracing` event.
@@ -167,29 +167,55 @@ impl Observer {
         &self,
         h: &Handles,
         hasher: &KeyHasher,
-        key: &Key<'_>,
+        class: RouteClass,
+        tenant: Tenant<'_>,
         computed: Decision,
         now: u64,
     ) {
-        let class = key.class.index() as usize;
-        // Admit first, the common case: one comparison instead of two matches over every kind.
-        let (i, wait) = match computed {
-            Decision::Admit => (Outcome::Admitted.index(), None),
-            refused => (refused.outcome().index(), refused.retry_after()),
-        };
+        let class = class.index() as usize;
+        let i = computed.outcome().index();
         if let Some(c) = h.decisions.get(class) {
             c[i].increment(1);
         }
-        if let (Some(wait), Some(hist)) = (wait, h.retry_after.get(class)) {
+        if let (Some(wait), Some(hist)) = (computed.retry_after(), h.retry_after.get(class)) {
             hist.record(wait.as_secs_f64());
         }
+        self.tenant_and_budget(h, hasher, tenant, computed, now);
+    }
+
+    /// [`Observer::record`] of an admission: the class's counter; the tenant's and the error
+    /// budget's only when the profile asks for them.
+    #[inline]
+    pub(crate) fn admitted(
+        &self,
+        h: &Handles,
+        hasher: &KeyHasher,
+        class: RouteClass,
+        tenant: Tenant<'_>,
+        now: u64,
+    ) {
+        if let Some(c) = h.decisions.get(class.index() as usize) {
+            c[Outcome::Admitted.index()].increment(1);
+        }
+        if self.options.per_tenant || h.budget.is_some() {
+            self.tenant_and_budget(h, hasher, tenant, Decision::Admit, now);
+        }
+    }
+
+    /// The per-tenant counters (when asked for) and the error budget's window.
+    fn tenant_and_budget(
+        &self,
+        h: &Handles,
+        hasher: &KeyHasher,
+        tenant: Tenant<'_>,
+        computed: Decision,
+        now: u64,
+    ) {
+        let i = computed.outcome().index();
         if self.options.per_tenant {
-            let group = match key.tenant() {
-                None => &h.anonymous,
-                Some(t) => h
-                    .tenants
-                    .get(&hasher.tenant_digest(Some(t)))
-                    .unwrap_or(&h.other),
+            let group = match tenant {
+                Tenant::Anonymous => &h.anonymous,
+                named => h.tenants.get(&named.digest(hasher)).unwrap_or(&h.other),
             };
             group[i].increment(1);
         }

@@ -132,7 +132,8 @@ pub(crate) use imp::*;
 
 /// Atomics that loom never models, even under `tollgate_loom`: statistics (the metrics ring) and
 /// process-wide bookkeeping (the config cells' and layers' ids, the coarse clock, the Redis clock
-/// offset and script state, the snapshot's temporary file names). Their races decide nothing
+/// offset and script state, the snapshot's temporary file names, a pinned identity's slot hint,
+/// which is checked against the slot's own word before it is used). Their races decide nothing
 /// about admission, and modelling them would only multiply the interleavings loom explores.
 /// (The config generation is modelled: a decision that reads a word tagged with a newer epoch
 /// than its config tells it from an older epoch's by its load of the generation, E9 and T2 in
@@ -140,5 +141,5 @@ pub(crate) use imp::*;
 pub(crate) mod unmodelled {
     #[cfg(any(feature = "metrics", feature = "redis"))]
     pub(crate) use core::sync::atomic::AtomicBool;
-    pub(crate) use core::sync::atomic::{AtomicU64, Ordering};
+    pub(crate) use core::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 }

@@ -78,6 +78,10 @@ enum tg_result
      */
     TG_RESULT_BUFFER_TOO_SMALL = 7006,
     /**
+     * A pinned identity was passed to another limiter than the one it was pinned on.
+     */
+    TG_RESULT_FOREIGN_PIN = 7007,
+    /**
      * The route class name or number is not one of this limiter's profile.
      */
     TG_RESULT_UNKNOWN_ROUTE_CLASS = 7100,
@@ -215,6 +219,13 @@ typedef uint32_t tg_cause;
  * `tg_limiter_free`.
  */
 typedef struct tg_limiter tg_limiter;
+
+/**
+ * A caller of one limiter, resolved once: opaque, made by `tg_pin` or `tg_pin_anonymous`,
+ * freed by `tg_pinned_free`. It holds no string of the caller's; it may be used from many
+ * threads at once, and stays valid across reloads, until it or its limiter is freed.
+ */
+typedef struct tg_pinned tg_pinned;
 
 /**
  * Why a profile was refused, filled by the `_err` functions on failure. Caller-owned: put it on
@@ -423,6 +434,58 @@ tg_result tg_limiter_reload_err(struct tg_limiter *limiter,
                                 const char *yaml,
                                 size_t len,
                                 struct tg_profile_error *err);
+
+/**
+ * Resolves an authenticated caller (as `tg_admit` takes it) for `tg_admit_pinned`, and writes
+ * the pin to `*out`. Free it with `tg_pinned_free`. Every argument is checked as `tg_admit`
+ * checks it.
+ *
+ * # Safety
+ * `limiter` is NULL or a live limiter; `tenant` and `principal` are valid for reads of their
+ * lengths; `out` is NULL or valid for a write of one pointer.
+ */
+tg_result tg_pin(const struct tg_limiter *limiter,
+                 const char *tenant,
+                 size_t tenant_len,
+                 const char *principal,
+                 size_t principal_len,
+                 uint32_t route_class,
+                 struct tg_pinned **out);
+
+/**
+ * As `tg_pin`, for an unauthenticated caller keyed by its network prefix (as
+ * `tg_admit_anonymous` takes its address).
+ *
+ * # Safety
+ * `limiter` is NULL or a live limiter; `ip` is valid for reads of `ip_len` bytes; `out` is NULL
+ * or valid for a write of one pointer.
+ */
+tg_result tg_pin_anonymous(const struct tg_limiter *limiter,
+                           const uint8_t *ip,
+                           size_t ip_len,
+                           uint32_t route_class,
+                           struct tg_pinned **out);
+
+/**
+ * Decides one request of a pinned caller, charging it if admitted: the decision `tg_admit`
+ * would give for the key it was pinned with. `TG_RESULT_FOREIGN_PIN` for a pin of another
+ * limiter; nothing is charged then.
+ *
+ * # Safety
+ * `limiter` is NULL or a live limiter; `pinned` is NULL or a live pin; `out` is NULL or valid
+ * for a write of one `tg_decision`.
+ */
+tg_result tg_admit_pinned(const struct tg_limiter *limiter,
+                          const struct tg_pinned *pinned,
+                          struct tg_decision *out);
+
+/**
+ * Frees a pin. NULL is a no-op. Every other call on `pinned` must have returned.
+ *
+ * # Safety
+ * `pinned` is NULL or came from `tg_pin` or `tg_pin_anonymous` and was not freed yet.
+ */
+void tg_pinned_free(struct tg_pinned *pinned);
 
 /**
  * Writes the message of result code `result` to `buf` (at most `len` bytes, NUL included) and

@@ -20,10 +20,13 @@
 //! - **Ownership.** A `tg_limiter *` from [`tg_limiter_new_from_yaml`] belongs to the caller until
 //!   it passes it to [`tg_limiter_free`] (which accepts NULL). The `code` string of a
 //!   [`tg_decision`] belongs to the limiter and stays valid until `tg_limiter_free`, across
-//!   reloads; the caller never frees it. [`tg_version`]'s string is static. Everything else
+//!   reloads; the caller never frees it. A `tg_pinned *` from [`tg_pin`] or
+//!   [`tg_pin_anonymous`] belongs to the caller until [`tg_pinned_free`], and is used only with
+//!   the limiter it was pinned on, before that limiter is freed. [`tg_version`]'s string is static. Everything else
 //!   the caller passes in (buffers, output structs) stays the caller's.
 //! - **Threads.** A limiter may be used from any number of threads at once: `tg_admit`,
-//!   `tg_admit_anonymous`, their weighted `_n` forms, `tg_route_class` and `tg_limiter_reload` may all run concurrently.
+//!   `tg_admit_anonymous`, their weighted `_n` forms, `tg_admit_pinned`, `tg_route_class` and
+//!   `tg_limiter_reload` may all run concurrently.
 //!   Only `tg_limiter_free` needs every other call on that limiter to have returned.
 //! - **No panics cross the boundary.** Every body runs inside one `catch_unwind`; a panic (a bug
 //!   in tollgate) is reported as `TG_RESULT_PANIC`.
@@ -69,6 +72,8 @@ mod version;
 mod sync;
 // `tg_limiter_new_from_yaml`, `tg_admit`, ..., `tg_limiter_free`.
 mod limiter;
+// `tg_pin`, `tg_pin_anonymous`, `tg_admit_pinned`, `tg_pinned_free`.
+mod pinned;
 // `tg_error_message`.
 mod error_message;
 
@@ -81,6 +86,7 @@ pub use limiter::{
     tg_limiter_new_from_yaml, tg_limiter_new_from_yaml_err, tg_limiter_reload,
     tg_limiter_reload_err, tg_route_class,
 };
+pub use pinned::{tg_admit_pinned, tg_pin, tg_pin_anonymous, tg_pinned, tg_pinned_free};
 pub use profile_error::{tg_profile_error, TG_PROFILE_ERROR_MESSAGE_CAPACITY};
 pub use result::{tg_result, TG_ERROR_MESSAGE_CAPACITY};
 pub use version::tg_version;

@@ -26,6 +26,8 @@ pub enum tg_result {
     InvalidIpLength = 7005,
     /// The output buffer was too small; nothing was written.
     BufferTooSmall = 7006,
+    /// A pinned identity was passed to another limiter than the one it was pinned on.
+    ForeignPin = 7007,
 
     // 7100-7199: route classes.
     /// The route class name or number is not one of this limiter's profile.
@@ -83,6 +85,7 @@ result_table! {
     KeyTooLong => "the tenant or principal id is longer than 1024 bytes",
     InvalidIpLength => "an IP address must be 4 (IPv4) or 16 (IPv6) bytes",
     BufferTooSmall => "the output buffer is too small",
+    ForeignPin => "the pinned identity belongs to another limiter",
     UnknownRouteClass => "no such route class in this limiter's profile",
     InvalidProfile => "the profile is invalid",
     ReloadRefused => "the profile cannot replace the one in force (a route class removed, or \

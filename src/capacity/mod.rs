@@ -21,7 +21,7 @@ use core::time::Duration;
 use std::sync::Arc;
 
 use crate::decision::{Cause, Decision};
-use crate::identity::{Digest, DigestMap, Key};
+use crate::identity::{Digest, DigestMap};
 
 mod counters;
 mod tenants;
@@ -80,9 +80,9 @@ impl CapacityConfig {
     /// The tenant's shard (pinned, or a keyed hash of the tenant) and its cap per window. The
     /// Redis backend places requests with this too.
     #[inline]
-    pub(crate) fn shard_and_cap(&self, tenant: Digest, key: &Key<'_>) -> (usize, u64) {
-        let listed = match key.tenant() {
-            Some(_) if !self.listed.is_empty() => self.listed.get(&tenant).copied(),
+    pub(crate) fn shard_and_cap(&self, tenant: Digest, authenticated: bool) -> (usize, u64) {
+        let listed = match authenticated {
+            true if !self.listed.is_empty() => self.listed.get(&tenant).copied(),
             _ => None,
         };
         let (pinned, limit) = listed.unwrap_or((None, self.default_cap));
@@ -99,8 +99,8 @@ impl CapacityConfig {
     }
 
     #[inline]
-    fn place(&self, tenant: Digest, key: &Key<'_>, now: u64) -> Place {
-        let (shard, limit) = self.shard_and_cap(tenant, key);
+    fn place(&self, tenant: Digest, authenticated: bool, now: u64) -> Place {
+        let (shard, limit) = self.shard_and_cap(tenant, authenticated);
         let window = now / self.window_ns;
         let end = (window + 1) * self.window_ns;
         Place {
@@ -118,7 +118,7 @@ impl CapacityConfig {
         &self,
         tenants: &Tenants,
         tenant: Digest,
-        key: &Key<'_>,
+        authenticated: bool,
         now: u64,
         n: u64,
     ) -> Result<Taken, Decision> {
@@ -128,7 +128,7 @@ impl CapacityConfig {
             window,
             end,
             next_window,
-        } = self.place(tenant, key, now);
+        } = self.place(tenant, authenticated, now);
         let counted = tenants
             .take(tenant, now, (end, self.window_ns), limit, n)
             .map_err(|cause| Decision::Unavailable {
@@ -180,7 +180,7 @@ impl CapacityConfig {
         &self,
         tenants: &Tenants,
         tenant: Digest,
-        key: &Key<'_>,
+        authenticated: bool,
         now: u64,
     ) -> Result<(), Decision> {
         let Place {
@@ -189,7 +189,7 @@ impl CapacityConfig {
             window,
             end,
             next_window: retry_after,
-        } = self.place(tenant, key, now);
+        } = self.place(tenant, authenticated, now);
         if tenants.used(tenant, end, self.window_ns) >= limit {
             return Err(Decision::Unavailable {
                 retry_after,

@@ -240,24 +240,25 @@ impl Tenants {
     }
 }
 
-/// A claim of an identity slot for `tenant`'s partition, as the identity table asks it.
-pub(crate) struct Partition<'a> {
+/// A claim of an identity slot for `tenant`'s partition, as the identity table asks it. The
+/// tenant's digest is asked for only when a slot is claimed (`tenant`, which may compute it:
+/// the hot path of a known identity never needs it).
+pub(crate) struct Partition<'a, T: Fn() -> Digest> {
     pub(crate) tenants: &'a Tenants,
     pub(crate) caps: &'a IdentityCaps,
-    pub(crate) tenant: Digest,
+    pub(crate) tenant: T,
 }
 
-impl Claimer for Partition<'_> {
+impl<T: Fn() -> Digest> Claimer for Partition<'_, T> {
     fn partition(&self) -> Digest {
-        self.tenant
+        (self.tenant)()
     }
     fn reserve(&self, now: u64) -> bool {
-        self.tenants
-            .hold(self.tenant, now, self.caps.of(self.tenant))
-            .is_ok()
+        let tenant = (self.tenant)();
+        self.tenants.hold(tenant, now, self.caps.of(tenant)).is_ok()
     }
     fn release(&self, _: u64) {
-        self.tenants.unhold(self.tenant)
+        self.tenants.unhold((self.tenant)())
     }
     fn evict(&self, old: Digest, _: u64) {
         self.tenants.unhold(old)
@@ -340,11 +341,11 @@ mod tests {
         let caps = IdentityCaps::new(1, 1.0, core::iter::empty());
         let (a, b) = (Digest { hi: 1, lo: 3 }, Digest { hi: 2, lo: 5 });
         let table: Table = Table::new(1);
-        let claim = |tenant, who, now| {
+        let claim = |tenant: Digest, who, now| {
             let p = Partition {
                 tenants: &tenants,
                 caps: &caps,
-                tenant,
+                tenant: || tenant,
             };
             table.update(who, &p, now, |_| Apply::Write(Tats::full(now + 100), ()))
         };
@@ -364,7 +365,7 @@ mod tests {
         let p = Partition {
             tenants: &tenants,
             caps: &caps,
-            tenant: a,
+            tenant: || a,
         };
         assert!(p.reserve(0));
         assert!(!p.reserve(0), "at its cap of 1");

@@ -153,6 +153,12 @@ impl ConfigCell {
 
     /// Bumped by every `store`: a reader that saw a value may keep what it derived from the
     /// config until the value changes (Acquire: pairs with the Release bump in `store`).
+    /// This cell's id: one limiter's (a pinned identity names the limiter it was pinned on).
+    #[inline]
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
     #[inline]
     pub(crate) fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)

@@ -6,7 +6,7 @@ use super::Limiter;
 use crate::config::Config;
 use crate::decision::Decision;
 use crate::engine::Verdict;
-use crate::identity::Key;
+use crate::identity::{Key, Tenant};
 
 /// Which item of [`Limiter::admit_all`] (or [`Admission::admit_all`](crate::Admission::admit_all))
 /// refused, and how; every item before it was given back.
@@ -134,12 +134,19 @@ impl Limiter {
         let mut last = Decision::Admit;
         for (index, (key, _)) in items[..decided.count].iter().enumerate() {
             if let Some(r) = &receipts[index] {
-                self.counted(cfg, key, r);
+                self.counted(cfg, key.class, r);
             }
             let shadow = cfg.class(key.class).shadow;
             last = self
                 .engine
-                .conclude(cfg, shadow, key, computed[index], now)
+                .conclude(
+                    cfg,
+                    shadow,
+                    key.class,
+                    Tenant::of(key),
+                    computed[index],
+                    now,
+                )
                 .decision;
         }
         match decided.refused {

@@ -2,11 +2,12 @@
 //! decision's profile epoch first), then shared capacity; what it took, to give back exactly.
 
 use super::Limiter;
-use crate::bucket::{Cost, Tats};
+use crate::bucket::{Cost, Short, Tats};
 use crate::capacity::{Partition, Taken};
 use crate::config::Config;
 use crate::decision::{Cause, Decision};
-use crate::identity::{Digest, Key};
+use crate::identity::{Digest, Key, Resolved, RouteClass};
+use crate::sync::unmodelled::{AtomicUsize, Ordering};
 use crate::table::{Apply, Stamp, Tag};
 
 /// What one charge took, to give it back exactly.
@@ -65,7 +66,8 @@ impl Limiter {
         let cost = limits
             .cost(n)
             .map_err(|bucket| Decision::Exceeds { bucket })?;
-        self.charge(cfg, key, cost, n.into(), now).map(Some)
+        let id = self.engine.hasher.resolve(key, cfg.capacity.is_some());
+        self.charge(cfg, &id, cost, n.into(), now).map(Some)
     }
 
     /// Charges `cost` to the caller's buckets and `slots` of shared capacity, all or nothing
@@ -74,39 +76,89 @@ impl Limiter {
     pub(super) fn charge(
         &self,
         cfg: &Config,
-        key: &Key<'_>,
+        id: &Resolved<'_>,
         cost: Cost,
         slots: u64,
         now: u64,
     ) -> Result<Receipt, Refusal> {
-        let limits = cfg.class(key.class).limits;
-        let (digest, tenant) = self.engine.hasher.digests(key);
-        let class = key.class.index() as usize;
-        // Consulted only if the identity must claim a slot (the cold path).
-        let partition = Partition {
-            tenants: &self.tenants,
-            caps: &cfg.identity_caps,
-            tenant,
-        };
-        let stamp = Stamp {
-            tag: cfg.tag(),
-            class: Some(class),
-        };
-        let charged = self
-            .table
-            .update_stamped(digest, &partition, now, stamp, |stored, tag| {
-                let Ok(stored) = self.in_epoch(cfg, class, stored, tag) else {
-                    return Apply::Keep(Err(None));
-                };
-                // A refusal writes nothing, after a reload too (a word of an older epoch is left
-                // as it is: its conversion does not depend on when it is made).
-                match limits.charge(stored, now, cost) {
-                    Ok(next) => Apply::Write(next, Ok(next.burst)),
-                    Err(short) => Apply::Keep(Err(Some(short))),
-                }
-            });
-        let receipt = |capacity, near_limit| Receipt {
-            digest,
+        self.charge_hinted(cfg, id, None, cost, slots, now)
+    }
+
+    /// [`Limiter::charge`], trying the slot `hint` holds first and putting the identity's slot
+    /// in it when it was elsewhere (a pinned identity's). Always inlined: the decision's hot
+    /// path, whose arguments would otherwise go through memory.
+    #[inline(always)]
+    pub(super) fn charge_hinted(
+        &self,
+        cfg: &Config,
+        id: &Resolved<'_>,
+        hint: Option<&AtomicUsize>,
+        cost: Cost,
+        slots: u64,
+        now: u64,
+    ) -> Result<Receipt, Refusal> {
+        let class = id.class.index() as usize;
+        let near_debt = cfg.classes[class].near_limit_debt;
+        // The fast path: the identity in the slot it was last seen in (its home for a key),
+        // charged there (`Table::cas_loop`, `Limiter::in_epoch`: a word of another epoch
+        // converted, a newer profile reported), then shared capacity if the profile has it.
+        // Not there (or its slot reclaimed meanwhile): the general path below, which looks
+        // for it, or claims a slot, from the start.
+        // Relaxed: a hint, checked against the slot's own word before it is used.
+        let at = hint.map_or_else(
+            || self.table.home_slot(id.digest),
+            |h| h.load(Ordering::Relaxed),
+        );
+        let decide = self.decider(cfg, class, cost, now);
+        if let Some(charged) = self.table.charge_at(at, id.digest, cfg.tag(), decide) {
+            return match charged {
+                Ok(burst) => self.charged(cfg, id, class, slots, now, burst - now > near_debt),
+                Err(Some(short)) => Err(short.throttle().into()),
+                Err(None) => Err(Refusal::Stale),
+            };
+        }
+        self.charge_general(cfg, *id, hint, cost, slots, now)
+    }
+
+    /// What a charge does with the state word it read: counted in `cfg`'s epoch
+    /// ([`Limiter::in_epoch`]; `Err(None)` if a newer profile was published), then both
+    /// buckets charged `cost` (the burst's new TAT) or refused with their shortfall. A refusal
+    /// writes nothing, after a reload too (a word of an older epoch is left as it is: its
+    /// conversion does not depend on when it is made).
+    #[inline(always)]
+    fn decider<'a>(
+        &'a self,
+        cfg: &'a Config,
+        class: usize,
+        cost: Cost,
+        now: u64,
+    ) -> impl FnMut(Tats, Tag) -> Apply<Result<u64, Option<Short>>> + 'a {
+        let limits = cfg.classes[class].limits;
+        move |stored, tag| {
+            let Ok(stored) = self.in_epoch(cfg, class, stored, tag) else {
+                return Apply::Keep(Err(None));
+            };
+            match limits.charge(stored, now, cost) {
+                Ok(next) => Apply::Write(next, Ok(next.burst)),
+                Err(short) => Apply::Keep(Err(Some(short))),
+            }
+        }
+    }
+
+    /// The buckets are charged: shared capacity next, if the profile has it (a refusal gives
+    /// the tokens back); the receipt.
+    #[inline(always)]
+    fn charged(
+        &self,
+        cfg: &Config,
+        id: &Resolved<'_>,
+        class: usize,
+        slots: u64,
+        now: u64,
+        near_limit: bool,
+    ) -> Result<Receipt, Refusal> {
+        let receipt = |tenant, capacity, near_limit| Receipt {
+            digest: id.digest,
             tenant,
             class,
             tokens: slots,
@@ -114,25 +166,57 @@ impl Limiter {
             capacity,
             near_limit,
         };
+        let Some(cap) = &cfg.capacity else {
+            return Ok(receipt(Digest::NONE, None, near_limit));
+        };
+        let tenant = id.tenant.digest(&self.engine.hasher);
+        match cap.take(&self.tenants, tenant, id.tenant.authenticated(), now, slots) {
+            Ok(taken) => Ok(receipt(tenant, Some(taken), near_limit)),
+            Err(refused) => {
+                self.refund(cfg, &receipt(tenant, None, false));
+                Err(refused.into())
+            }
+        }
+    }
+
+    /// [`Limiter::charge_hinted`] the whole way: the slot found by a scan (or claimed), a word
+    /// of another epoch converted, a reload under way published, shared capacity taken.
+    #[inline(never)]
+    fn charge_general(
+        &self,
+        cfg: &Config,
+        id: Resolved<'_>,
+        hint: Option<&AtomicUsize>,
+        cost: Cost,
+        slots: u64,
+        now: u64,
+    ) -> Result<Receipt, Refusal> {
+        let class = id.class.index() as usize;
         // Near the limit: the burst left after this admission is below the profile's share
         // (one comparison; see `config::near_limit_tokens`).
-        let admitted = |burst: u64, capacity| {
-            Ok(receipt(
-                capacity,
-                burst - now > cfg.class(key.class).near_limit_debt,
-            ))
+        let near = |burst: u64| burst - now > cfg.classes[class].near_limit_debt;
+        let hasher = &self.engine.hasher;
+        // Consulted only if the identity must claim a slot (the cold path).
+        let partition = Partition {
+            tenants: &self.tenants,
+            caps: &cfg.identity_caps,
+            tenant: || id.tenant.digest(hasher),
         };
+        let stamp = Stamp {
+            tag: cfg.tag(),
+            class: Some(class),
+        };
+        let decide = self.decider(cfg, class, cost, now);
+        let charged = self
+            .table
+            .update_stamped(id.digest, &partition, now, stamp, decide);
+        // A pinned identity's slot was not where the pin said (the fast path found it
+        // elsewhere or not at all): where it is now, for the next decision.
+        if let Some(hint) = hint {
+            self.rehint(id.digest, hint);
+        }
         match charged {
-            Ok(Ok(burst)) => match &cfg.capacity {
-                None => admitted(burst, None),
-                Some(cap) => match cap.take(&self.tenants, tenant, key, now, slots) {
-                    Ok(taken) => admitted(burst, Some(taken)),
-                    Err(refused) => {
-                        self.refund(cfg, &receipt(None, false));
-                        Err(refused.into())
-                    }
-                },
-            },
+            Ok(Ok(burst)) => self.charged(cfg, &id, class, slots, now, near(burst)),
             Ok(Err(Some(short))) => Err(short.throttle().into()),
             // A newer profile was published (`Limiter::in_epoch`).
             Ok(Err(None)) => Err(Refusal::Stale),
@@ -143,6 +227,14 @@ impl Limiter {
                 cause: Cause::TableFull,
             }
             .into()),
+        }
+    }
+
+    /// Puts where the identity `d` is now in `hint` (after a charge that found it elsewhere).
+    #[cold]
+    fn rehint(&self, d: Digest, hint: &AtomicUsize) {
+        if let Some(i) = self.table.slot_of(d) {
+            hint.store(i, Ordering::Relaxed);
         }
     }
 
@@ -195,7 +287,12 @@ impl Limiter {
             Ok(_) => match &cfg.capacity {
                 None => Decision::Admit,
                 Some(cap) => cap
-                    .peek(&self.tenants, self.engine.hasher.digests(key).1, key, now)
+                    .peek(
+                        &self.tenants,
+                        self.engine.hasher.digests(key).1,
+                        key.tenant().is_some(),
+                        now,
+                    )
                     .err()
                     .unwrap_or(Decision::Admit),
             },
@@ -229,9 +326,9 @@ impl Limiter {
     /// Counts an admission that came near the limit (see [`Receipt::near_limit`]), once the
     /// decision that made it is final.
     #[inline]
-    pub(super) fn counted(&self, cfg: &Config, key: &Key<'_>, r: &Receipt) {
+    pub(super) fn counted(&self, cfg: &Config, class: RouteClass, r: &Receipt) {
         if r.near_limit {
-            self.engine.near_limit(cfg, key);
+            self.engine.near_limit(cfg, class);
         }
     }
 

@@ -116,7 +116,7 @@ use std::time::Instant;
 
 use crate::decision::Decision;
 use crate::engine::{Engine, Verdict};
-use crate::identity::{Key, RouteClass};
+use crate::identity::{Key, RouteClass, Tenant};
 use crate::profile::{Profile, ProfileError};
 use crate::published::PublishedLimits;
 #[cfg(doc)]
@@ -245,7 +245,14 @@ impl RedisLimiter {
                 let computed = Decision::Exceeds { bucket };
                 let elapsed = self.started.elapsed().as_nanos() as u64;
                 return (
-                    self.engine.conclude(&cfg, shadow, key, computed, elapsed),
+                    self.engine.conclude(
+                        &cfg,
+                        shadow,
+                        key.class,
+                        Tenant::of(key),
+                        computed,
+                        elapsed,
+                    ),
                     None,
                 );
             }
@@ -397,9 +404,11 @@ impl RedisLimiter {
         let verdict = if conclude {
             let elapsed = self.started.elapsed().as_nanos() as u64;
             if near {
-                self.engine.near_limit(&cfg, key);
+                self.engine.near_limit(&cfg, key.class);
             }
-            self.engine.conclude(&cfg, shadow, key, computed, elapsed)
+            let tenant = Tenant::of(key);
+            self.engine
+                .conclude(&cfg, shadow, key.class, tenant, computed, elapsed)
         } else {
             Verdict::of(shadow, computed)
         };

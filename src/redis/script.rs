@@ -180,7 +180,7 @@ impl Store {
         let capacity = cfg.capacity.as_ref();
         let (shard, cap) = match capacity {
             Some(c) => {
-                let (shard, cap) = c.shard_and_cap(tenant, key);
+                let (shard, cap) = c.shard_and_cap(tenant, key.tenant().is_some());
                 (shard as u64, cap)
             }
             // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.

@@ -70,7 +70,7 @@ impl AtomicU128 {
         AtomicU128(portable_atomic::AtomicU128::new(v))
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn load(&self, order: Ordering) -> u128 {
         if !inline_path() {
             return self.0.load(order);
@@ -99,7 +99,7 @@ impl AtomicU128 {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn store(&self, v: u128, order: Ordering) {
         if !inline_path() {
             return self.0.store(v, order);
@@ -128,7 +128,7 @@ impl AtomicU128 {
 
     /// The orderings are ignored: `lock cmpxchg16b` is a full barrier, at least as strong as
     /// any pair of them.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn compare_exchange(
         &self,
         current: u128,

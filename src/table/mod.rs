@@ -199,6 +199,14 @@ pub(crate) enum Apply<R> {
     Keep(R),
 }
 
+/// What one slot says of a digest (`Table::look`).
+enum Look {
+    Empty,
+    Other,
+    Busy,
+    Found(SlotState),
+}
+
 enum Scan {
     Found(usize, SlotState),
     /// Not in its window.
@@ -300,8 +308,9 @@ impl<K: Kind> Table<K> {
     }
 
     /// [`Table::update`] where `f` also sees the epoch the TATs are counted in, and writes
-    /// them counted in `stamp.tag` (a claim also records `stamp.class`).
-    #[inline]
+    /// them counted in `stamp.tag` (a claim also records `stamp.class`). Always inlined, as
+    /// `cas_loop` is: the decision's hot path (the claim path stays out of line).
+    #[inline(always)]
     pub(crate) fn update_stamped<R>(
         &self,
         d: Digest,
@@ -330,6 +339,18 @@ impl<K: Kind> Table<K> {
                     return Ok(r);
                 }
                 // The slot was reclaimed under us: the identity was full; look again.
+            }
+        }
+    }
+
+    /// The slot `d` is in now, if it has one: a pinned identity's hint, which may be stale as
+    /// soon as it is returned.
+    pub(crate) fn slot_of(&self, d: Digest) -> Option<usize> {
+        loop {
+            match self.scan(d, self.home(d)) {
+                Scan::Found(i, _) => return Some(i),
+                Scan::Absent => return None,
+                Scan::Wait => SpinWait::new().snooze(),
             }
         }
     }
@@ -367,8 +388,58 @@ impl<K: Kind> Table<K> {
         }
     }
 
-    /// One identity's CAS loop. `None` if the slot changed occupant.
-    #[inline]
+    /// The slot `d` would be at if it were at its home: the first the hot path tries.
+    #[inline(always)]
+    pub(crate) fn home_slot(&self, d: Digest) -> usize {
+        self.home(d)
+    }
+
+    /// Slot `i`'s word if it holds `d` and is not busy (the check a scan makes of each slot;
+    /// see `Table::scan`): what the fast path of a decision charges against.
+    #[inline(always)]
+    pub(crate) fn holding(&self, i: usize, d: Digest) -> Option<SlotState> {
+        let slot = self.slots.get(i)?;
+        match self.look(slot, d) {
+            Look::Found(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// `f`'s CAS loop on slot `i` if it holds `d` (the hot path of a decision whose
+    /// identity is where it was last seen); `None`, changing nothing, if it does not, or if
+    /// its occupant changed before the CAS took.
+    #[inline(always)]
+    pub(crate) fn charge_at<R>(
+        &self,
+        i: usize,
+        d: Digest,
+        tag: Tag,
+        mut f: impl FnMut(Tats, Tag) -> Apply<R>,
+    ) -> Option<R> {
+        let seen = self.holding(i, d)?;
+        self.cas_loop(&self.slots[i], seen, tag, &mut f)
+    }
+
+    /// What slot `slot` says of `d`: the Acquire load of its word, then its digest.
+    #[inline(always)]
+    fn look(&self, slot: &Slot, d: Digest) -> Look {
+        // Acquire: pairs with the Release publish of the claim that wrote this digest.
+        let s = slot.state.load(Ordering::Acquire);
+        if s.is_empty() {
+            return Look::Empty;
+        }
+        if slot.digest() != d {
+            return Look::Other;
+        }
+        if s.is_busy() {
+            return Look::Busy;
+        }
+        Look::Found(s)
+    }
+
+    /// One identity's CAS loop. `None` if the slot changed occupant. Always inlined: `f` and
+    /// its result stay in registers.
+    #[inline(always)]
     fn cas_loop<R>(
         &self,
         slot: &Slot,
@@ -381,47 +452,44 @@ impl<K: Kind> Table<K> {
                 Apply::Keep(r) => return Some(r),
                 Apply::Write(tats, r) => (tats, r),
             };
-            // Release on success: the word carries the epoch tag of the config `f` decided
-            // under, and a decision that reads it (an Acquire load, or this failure's) then
-            // loads the config generation (`ConfigCell::latest`): a tag newer than its config
-            // is told apart from an older epoch's by that load alone, so it must see the
-            // generation our `f` saw (the Release / Acquire pair makes it so). The TATs need
-            // no ordering (the word is the whole state; an RMW of any ordering continues the
-            // release sequence of the claim's publish, so later readers still see its digest),
-            // and after a success nothing is read: no Acquire. Failure Acquire: the word
-            // returned goes to `f` (its tag, then the generation), as above; a different
-            // occupant's word sends us back to scan, which reloads with Acquire. Either
-            // weakened fails `loom-tests/tests/reload.rs`
-            // (`a_word_of_a_newer_profile_is_never_read_as_an_older_ones`).
-            match slot.state.compare_exchange(
-                seen,
-                seen.stamped(tats, tag),
-                Ordering::Release,
-                Ordering::Acquire,
-            ) {
-                Ok(_) => return Some(r),
+            match self.cas(slot, seen, seen.stamped(tats, tag)) {
+                Ok(()) => return Some(r),
                 Err(actual) if actual.same_occupant(seen) => seen = actual,
                 Err(_) => return None,
             }
         }
     }
 
+    /// The state word's CAS from `seen` to `next`, the word found on failure.
+    #[inline(always)]
+    fn cas(&self, slot: &Slot, seen: SlotState, next: SlotState) -> Result<(), SlotState> {
+        // Release on success: the word carries the epoch tag of the config the caller decided
+        // under, and a decision that reads it (an Acquire load, or this failure's) then loads
+        // the config generation (`ConfigCell::latest`): a tag newer than its config is told
+        // apart from an older epoch's by that load alone, so it must see the generation the
+        // caller saw (the Release / Acquire pair makes it so). The TATs need no ordering (the
+        // word is the whole state; an RMW of any ordering continues the release sequence of the
+        // claim's publish, so later readers still see its digest), and after a success nothing
+        // is read: no Acquire. Failure Acquire: the word returned goes back to the decision (its
+        // tag, then the generation), as above; a different occupant's word sends it back to
+        // scan, which reloads with Acquire. Either weakened fails `loom-tests/tests/reload.rs`
+        // (`a_word_of_a_newer_profile_is_never_read_as_an_older_ones`).
+        slot.state
+            .compare_exchange(seen, next, Ordering::Release, Ordering::Acquire)
+            .map(|_| ())
+    }
+
     /// Looks for `d` in its window (the hot path: no partitions, no candidates).
-    #[inline]
+    #[inline(always)]
     fn scan(&self, d: Digest, home: usize) -> Scan {
         for k in 0..WINDOW.min(self.slots.len()) {
             let (i, slot) = self.at(home, k);
-            // Acquire: pairs with the Release publish of the claim that wrote this digest.
-            let s = slot.state.load(Ordering::Acquire);
-            if s.is_empty() {
+            match self.look(slot, d) {
                 // Never used: nothing was ever placed beyond it for this home.
-                return Scan::Absent;
-            }
-            if slot.digest() == d {
-                if s.is_busy() {
-                    return Scan::Wait;
-                }
-                return Scan::Found(i, s);
+                Look::Empty => return Scan::Absent,
+                Look::Busy => return Scan::Wait,
+                Look::Found(s) => return Scan::Found(i, s),
+                Look::Other => {}
             }
         }
         Scan::Absent

@@ -196,11 +196,11 @@ impl AtomicSlotState {
     pub(crate) fn new() -> Self {
         AtomicSlotState(AtomicU128::new(0))
     }
-    #[inline]
+    #[inline(always)]
     pub(crate) fn load(&self, o: Ordering) -> SlotState {
         SlotState(self.0.load(o))
     }
-    #[inline]
+    #[inline(always)]
     pub(crate) fn compare_exchange(
         &self,
         current: SlotState,

@@ -10,6 +10,7 @@ mod key_flood;
 mod limiter;
 mod model;
 mod near_limit;
+mod pinned;
 mod profile;
 mod profile_b4;
 mod profile_descriptors;

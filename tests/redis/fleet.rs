@@ -140,13 +140,27 @@ async fn a_worker_trusting_a_key_refuses_unsigned_altered_and_replayed_versions(
         .watch_every(&a, Duration::from_millis(20))
         .await;
     let hash = fleet.key().to_owned();
-    let fields = |s: &RedisServer| s.cmd(&["HGETALL", &hash]);
+    let mut conn = ::redis::Client::open(server.url())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let fields = |c: &mut ::redis::Connection| -> Vec<(String, Vec<u8>)> {
+        ::redis::cmd("HGETALL").arg(&hash).query(c).unwrap()
+    };
+    let write = |c: &mut ::redis::Connection, fields: &[(String, Vec<u8>)]| {
+        let mut hset = ::redis::cmd("HSET");
+        hset.arg(&hash);
+        for (k, v) in fields {
+            hset.arg(k).arg(v.as_slice());
+        }
+        let _: () = hset.query(c).unwrap();
+    };
     assert_eq!(
         fleet.publish_signed(&profile(6, 64), &key).await.unwrap(),
         1
     );
     until(|| burst(&a) == 6).await;
-    let first = fields(&server);
+    let first = fields(&mut conn);
     // Signed later: version 2, in force.
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert_eq!(
@@ -161,18 +175,24 @@ async fn a_worker_trusting_a_key_refuses_unsigned_altered_and_replayed_versions(
     settle().await;
     assert_eq!((a.profile_version(), burst(&a)), (Some(2), 7));
     // Version 1's body and signature under another version number.
-    let mut v1: Vec<&str> = first.lines().collect();
-    let at = v1.iter().position(|f| *f == "version").unwrap();
-    v1[at + 1] = "9";
-    let mut hset = vec!["HSET", hash.as_str()];
-    hset.extend(&v1);
-    server.cmd(&hset);
+    let renumbered: Vec<_> = first
+        .iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                if k == "version" {
+                    b"9".to_vec()
+                } else {
+                    v.clone()
+                },
+            )
+        })
+        .collect();
+    write(&mut conn, &renumbered);
     settle().await;
     assert_eq!((a.profile_version(), burst(&a)), (Some(2), 7));
     // Version 1 written back whole: signed well, but before version 2.
-    let mut hset = vec!["HSET", hash.as_str()];
-    hset.extend(first.lines());
-    server.cmd(&hset);
+    write(&mut conn, &first);
     settle().await;
     assert_eq!((a.profile_version(), burst(&a)), (Some(2), 7));
     // The publisher's next version goes through.

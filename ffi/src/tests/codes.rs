@@ -12,7 +12,7 @@ fn error_messages() {
     for r in ALL_RESULTS
         .iter()
         .map(|r| *r as u32)
-        .chain([1, 6999, 7007, u32::MAX])
+        .chain([1, 6999, 7008, u32::MAX])
     {
         // SAFETY: 1. `buf` is valid for its length; `n` is a valid place.
         let res = unsafe { tg_error_message(r, buf.as_mut_ptr(), buf.len(), &mut n) };
@@ -63,7 +63,7 @@ fn error_messages() {
 #[test]
 fn result_codes_are_stable() {
     // These numbers are ABI: never change one, only add new ones.
-    let expected: [(tg_result, u32); 13] = [
+    let expected: [(tg_result, u32); 14] = [
         (tg_result::Ok, 0),
         (tg_result::NullArgument, 7000),
         (tg_result::LengthOverflow, 7001),
@@ -72,6 +72,7 @@ fn result_codes_are_stable() {
         (tg_result::KeyTooLong, 7004),
         (tg_result::InvalidIpLength, 7005),
         (tg_result::BufferTooSmall, 7006),
+        (tg_result::ForeignPin, 7007),
         (tg_result::UnknownRouteClass, 7100),
         (tg_result::InvalidProfile, 7200),
         (tg_result::ReloadRefused, 7201),
@@ -88,7 +89,7 @@ fn result_codes_are_stable() {
     }
     assert!(UNKNOWN_RESULT_MESSAGE.len() < TG_ERROR_MESSAGE_CAPACITY);
     assert_eq!(tg_result::from_u32(1), None);
-    assert_eq!(tg_result::try_from(7007), Err(7007));
+    assert_eq!(tg_result::try_from(7008), Err(7008));
 }
 
 #[test]

@@ -4,6 +4,7 @@
 mod admit;
 mod arguments;
 mod codes;
+mod pinned;
 mod profile;
 
 use core::ffi::c_char;

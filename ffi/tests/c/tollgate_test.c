@@ -351,6 +351,36 @@ static void test_threads(tg_limiter *l, uint32_t read) {
     }
 }
 
+/* A pinned caller (under valgrind: the pin is freed, and a pin of another limiter is refused). */
+static void test_pinned(tg_limiter *l, uint32_t write) {
+    tg_pinned *p = NULL;
+    tg_decision d;
+    CHECK_RESULT(tg_pin(l, S("acme"), S("erin"), write, &p), TG_RESULT_OK);
+    CHECK(p != NULL);
+    for (int i = 0; i < 2; i++) {
+        CHECK_RESULT(tg_admit_pinned(l, p, &d), TG_RESULT_OK);
+        CHECK(d.kind == TG_DECISION_KIND_ADMIT);
+    }
+    CHECK_RESULT(tg_admit_pinned(l, p, &d), TG_RESULT_OK);
+    CHECK(d.kind == TG_DECISION_KIND_THROTTLE && strcmp(d.code, "slow_down") == 0);
+    /* The key and the pin share erin's buckets. */
+    CHECK_RESULT(tg_admit(l, S("acme"), S("erin"), write, &d), TG_RESULT_OK);
+    CHECK(d.kind == TG_DECISION_KIND_THROTTLE);
+
+    tg_limiter *other = NULL;
+    CHECK_RESULT(tg_limiter_new_from_yaml(S(PROFILE), &other), TG_RESULT_OK);
+    tg_decision s = sentinel();
+    CHECK_RESULT(tg_admit_pinned(other, p, &s), TG_RESULT_FOREIGN_PIN);
+    CHECK_RESULT(tg_admit_pinned(l, NULL, &s), TG_RESULT_NULL_ARGUMENT);
+    CHECK(is_sentinel(&s));
+    tg_pinned *none = NULL;
+    CHECK_RESULT(tg_pin(l, S(""), S("erin"), write, &none), TG_RESULT_EMPTY_KEY);
+    CHECK(none == NULL);
+    tg_limiter_free(other);
+    tg_pinned_free(p);
+    tg_pinned_free(NULL);
+}
+
 int main(void) {
     printf("tollgate %s\n", tg_version());
     tg_limiter *l = NULL;
@@ -366,6 +396,7 @@ int main(void) {
 
     test_admit_and_throttle(l, write);
     test_anonymous(l, write);
+    test_pinned(l, write);
     test_weighted(l, write);
     test_bad_arguments(l, write);
     test_profile_errors();

@@ -1,0 +1,113 @@
+//! Pinned identities: the digests of a key computed once, and the slot it was last found in,
+//! for callers that decide many times for the same caller (a connection, a session, a tenant
+//! object, a cache of descriptors). A decision on a pinned identity reads no key, hashes
+//! nothing, and goes to its slot directly; the slot is checked to still be that identity's
+//! (its word, then its digest, as a scan checks a slot), and when it is not (the identity was
+//! full, its slot reclaimed, and it came back elsewhere) the decision takes the full way and
+//! the pin learns the new slot.
+
+use crate::config::Config;
+use crate::decision::Decision;
+use crate::identity::{Digest, Key, Resolved, RouteClass, Tenant};
+use crate::sync::unmodelled::AtomicUsize;
+
+use super::charge::Refusal;
+use super::Limiter;
+
+/// A key of one [`Limiter`], resolved once ([`Limiter::pin`]); decide with
+/// [`Limiter::admit_pinned`]. Holds digests, never the key's strings. Valid across reloads
+/// (route class handles and digests survive them); a pin of another limiter is refused with a
+/// panic, as another limiter's route class is.
+#[derive(Debug)]
+pub struct Pinned {
+    limiter: u64,
+    class: RouteClass,
+    digest: Digest,
+    /// The tenant (its digest known), or the anonymous callers.
+    tenant: Tenant<'static>,
+    /// The slot the identity was last found in (`usize::MAX`: none yet).
+    hint: AtomicUsize,
+}
+
+impl Pinned {
+    /// The route class the pin decides for.
+    pub fn route_class(&self) -> RouteClass {
+        self.class
+    }
+
+    /// Whether it was pinned on `limiter` (the only one [`Limiter::admit_pinned`] takes it on).
+    pub fn belongs_to(&self, limiter: &Limiter) -> bool {
+        self.limiter == limiter.engine.config.id()
+    }
+
+    #[inline(always)]
+    fn resolved(&self) -> Resolved<'static> {
+        Resolved {
+            class: self.class,
+            digest: self.digest,
+            tenant: self.tenant,
+        }
+    }
+}
+
+impl Limiter {
+    /// `key` resolved for repeated decisions: its digests computed once, and its slot looked
+    /// up (if it has one yet). The pin holds no string of the key.
+    pub fn pin(&self, key: &Key<'_>) -> Pinned {
+        let (digest, tenant) = self.engine.hasher.digests(key);
+        Pinned {
+            limiter: self.engine.config.id(),
+            class: key.class,
+            digest,
+            tenant: match key.tenant() {
+                Some(_) => Tenant::Known(tenant),
+                None => Tenant::Anonymous,
+            },
+            hint: AtomicUsize::new(self.table.slot_of(digest).unwrap_or(usize::MAX)),
+        }
+    }
+
+    /// [`Limiter::admit`] for a pinned key: the same decision, the same charge, the same
+    /// metrics, without reading or hashing the key.
+    ///
+    /// # Panics
+    /// If `pinned` was pinned on another limiter.
+    #[inline]
+    pub fn admit_pinned(&self, pinned: &Pinned) -> Decision {
+        assert_eq!(
+            pinned.limiter,
+            self.engine.config.id(),
+            "a Pinned of another limiter"
+        );
+        let now = self.now();
+        self.admit_pinned_on(&self.engine.config.get(), pinned, now)
+    }
+
+    #[inline]
+    fn admit_pinned_on(&self, cfg: &Config, pinned: &Pinned, now: u64) -> Decision {
+        let id = pinned.resolved();
+        let unit = cfg.class(id.class).limits.unit();
+        match self.charge_hinted(cfg, &id, Some(&pinned.hint), unit, 1, now) {
+            Ok(r) => {
+                self.counted(cfg, id.class, &r);
+                self.engine.admitted(cfg, id.class, id.tenant, now);
+                Decision::Admit
+            }
+            Err(Refusal::Decided(refused)) => {
+                let shadow = cfg.class(id.class).shadow;
+                self.engine
+                    .conclude(cfg, shadow, id.class, id.tenant, refused, now)
+                    .decision
+            }
+            Err(Refusal::Stale) => self.admit_pinned_again(pinned),
+        }
+    }
+
+    /// [`Limiter::admit_pinned`] under the newest profile, on a fresh clock reading (a reload
+    /// was published since the config the decision held).
+    #[cold]
+    #[inline(never)]
+    fn admit_pinned_again(&self, pinned: &Pinned) -> Decision {
+        self.admit_pinned_on(&self.engine.config.load(), pinned, self.now())
+    }
+}
