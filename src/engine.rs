@@ -35,6 +35,12 @@ pub struct Verdict {
 }
 
 impl Verdict {
+    /// An admission (the same in either mode).
+    pub(crate) const ADMITTED: Verdict = Verdict {
+        decision: Decision::Admit,
+        computed: Decision::Admit,
+    };
+
     /// True when a refusal was not enforced (shadow mode).
     pub fn is_shadowed(&self) -> bool {
         self.decision != self.computed

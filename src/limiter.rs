@@ -79,17 +79,7 @@ impl Limiter {
         // The clock first: reading the TSC takes longer than hashing, and neither needs the other.
         let now = self.now();
         let cfg = self.engine.config.get();
-        let id = self.engine.hasher.resolve(key, cfg.capacity.is_some());
-        let unit = cfg.class(key.class).limits.unit();
-        match self.charge(&cfg, &id, unit, 1, now) {
-            // Admitted, in either mode: the common case, counted without building a verdict.
-            Ok(r) => {
-                self.counted(&cfg, key.class, &r);
-                self.engine.admitted(&cfg, key.class, id.tenant, now);
-                Decision::Admit
-            }
-            Err(refusal) => self.refused(&cfg, &id, refusal, now, || key).decision,
-        }
+        self.decide(&cfg, key, now).decision
     }
 
     /// A refusal the charge gave (or the news of a newer profile): concluded as `decide` does.
@@ -173,18 +163,17 @@ impl Limiter {
     /// The decision against this limiter's table, charged if admitted, concluded by the engine.
     #[inline]
     fn decide(&self, cfg: &Config, key: &Key<'_>, now: u64) -> Verdict {
-        let class = cfg.class(key.class);
         let id = self.engine.hasher.resolve(key, cfg.capacity.is_some());
-        let computed = match self.charge(cfg, &id, class.limits.unit(), 1, now) {
+        let unit = cfg.class(key.class).limits.unit();
+        match self.charge(cfg, &id, unit, 1, now) {
+            // Admitted, in either mode: the common case, counted without a verdict's record.
             Ok(r) => {
                 self.counted(cfg, key.class, &r);
-                Decision::Admit
+                self.engine.admitted(cfg, key.class, id.tenant, now);
+                Verdict::ADMITTED
             }
-            Err(Refusal::Decided(refused)) => refused,
-            Err(Refusal::Stale) => return self.decide_again(key),
-        };
-        self.engine
-            .conclude(cfg, class.shadow, key.class, id.tenant, computed, now)
+            Err(refusal) => self.refused(cfg, &id, refusal, now, || key),
+        }
     }
 
     /// [`Limiter::decide`] under the newest profile, on a fresh clock reading (one taken after
