@@ -75,6 +75,11 @@ mod single_threaded {
             })
         });
 
+        let pin = l.pin(&Key::authenticated(&tenant, &principal, class).unwrap());
+        g.bench_function("tollgate_admit_pinned", |b| {
+            b.iter(|| black_box(l.admit_pinned(black_box(&pin))))
+        });
+
         let keyed: DefaultKeyedRateLimiter<String> = RateLimiter::keyed(quota());
         g.bench_function("governor_keyed", |b| {
             b.iter(|| black_box(keyed.check_key(black_box(&joined))))
