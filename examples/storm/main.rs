@@ -1,12 +1,9 @@
-//! Retry storms on loopback, with and without the client SDK, under the faults of seed 002:
+//! Retry storms on loopback, with and without the client SDK, under faults:
 //! invalid Retry-After, clock skew, lost connections, a capacity outage, and three servers on
 //! one Redis. Prints a table per scenario and writes its arrival curves as SVG.
 //!
 //! `cargo run --release --example storm -- --help`
 
-#[path = "../gateway/app.rs"]
-#[allow(dead_code)]
-mod app;
 mod curve;
 mod faults;
 #[cfg(feature = "redis")]

@@ -219,8 +219,9 @@ pub fn storm_profile(per_second: u32) -> Profile {
 /// Serves the gateway's router on `127.0.0.1:0`, behind `faults`; returns its address.
 pub async fn start_gateway(profile: Profile, faults: Arc<Faults>) -> SocketAddr {
     let limiter = Arc::new(Limiter::builder(profile).build().expect("limiter"));
-    let tokens = crate::app::Tokens::from_yaml(include_str!("../tokens.yaml")).expect("tokens");
-    let router = crate::app::router(limiter, tokens, Vec::new())
+    let tokens =
+        tollgate_gateway::app::Tokens::from_yaml(include_str!("../tokens.yaml")).expect("tokens");
+    let router = tollgate_gateway::app::router(limiter, tokens, Vec::new())
         .layer(middleware::from_fn_with_state(faults, fault_layer));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

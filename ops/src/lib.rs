@@ -8,9 +8,17 @@
 //!   bounded request bodies, and HTTP/2 stream and keep-alive settings.
 //! - [`flags`]: the command-line flags both binaries share (`clap`), so that a flag means the
 //!   same in each.
+//! - [`admin`]: the admin routes (`GET`/`PUT /admin/profile`) on axum.
+//! - [`watch`]: reloading a profile on `SIGHUP` and when its file changes.
+//! - [`state`]: `--state`, quotas across restarts.
+//! - [`shutdown`]: when to stop.
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
 
+pub mod admin;
 pub mod flags;
 pub mod listener;
+pub mod shutdown;
+pub mod state;
+pub mod watch;
 
 pub use listener::{serve, Policy, Protocol};

@@ -1,6 +1,6 @@
 //! `GET` / `PUT /admin/profile` on the `--http` listener: read and replace the profile in force
 //! without a deployment. The rules are the engine's [`tollgate::http::admin`], which the demo
-//! gateway serves too; this file mounts them on axum over [`RateLimiter`], so that limits and
+//! gateway serves too; this file puts them (mounted on axum by `tollgate_ops::admin`) over [`RateLimiter`], so that limits and
 //! descriptor rules change together (rules that do not compile are a 422 of their own).
 //!
 //! | route | answer |
@@ -23,14 +23,8 @@
 //! (`--watch-profile`) answers a `PUT` with 409 `fleet_profile`: the fleet's profile is
 //! published to Redis, not put to one server.
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::body::{to_bytes, Body};
-use axum::extract::{ConnectInfo, Request, State};
-use axum::response::{IntoResponse, Response};
-use axum::routing::any;
-use axum::Router;
 pub use tollgate::http::admin::{AdminToken, ADMIN_TOKEN_ENV, MIN_TOKEN_LEN};
 use tollgate::http::admin::{ProfileAdmin, ProfileTarget, ReloadRefusal};
 use tollgate::Profile;
@@ -76,22 +70,6 @@ impl<B: Backend> FollowingFleet for Admin<B> {
 }
 
 /// `GET` and `PUT /admin/profile`, to merge into the operators' router.
-pub fn router<B: Backend>(admin: Arc<Admin<B>>) -> Router {
-    Router::new()
-        .route("/admin/profile", any(profile::<B>))
-        .with_state(admin)
-}
-
-/// The engine's route on axum: the peer from `ConnectInfo`, the body read up to its limit.
-async fn profile<B: Backend>(State(admin): State<Arc<Admin<B>>>, req: Request) -> Response {
-    let peer = req
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.ip());
-    let (parts, body) = req.into_parts();
-    let read = |limit| async move { to_bytes(body, limit).await.ok().map(|b| b.to_vec()) };
-    let answer = admin
-        .handle(peer, &parts.method, &parts.headers, read)
-        .await;
-    answer.map(Body::from).into_response()
+pub fn router<B: Backend>(admin: Arc<Admin<B>>) -> axum::Router {
+    tollgate_ops::admin::router(admin)
 }

@@ -43,7 +43,6 @@ pub mod reload;
 pub mod request;
 pub mod response;
 pub mod serve;
-pub mod state;
 
 pub use backend::Backend;
 pub use decide::RateLimiter;

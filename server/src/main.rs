@@ -16,11 +16,12 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
-use tokio::signal::unix::{signal, SignalKind};
 use tollgate::{Limiter, Profile};
 use tollgate_ops::flags::{ListenerFlags, StateFlags};
+use tollgate_ops::shutdown::terminated;
+use tollgate_ops::state;
 use tollgate_server::admin::{Admin, AdminToken, FollowingFleet};
-use tollgate_server::{publish, reload, serve_with, state, Backend, Policies, RateLimiter};
+use tollgate_server::{publish, reload, serve_with, Backend, Policies, RateLimiter};
 
 /// tollgate as an Envoy rate limit service (gRPC RLS v3), with its HTTP side.
 #[derive(Parser, Debug)]
@@ -112,15 +113,6 @@ impl Args {
             );
         }
         Ok(())
-    }
-}
-
-/// Completes on SIGTERM or ctrl-c.
-async fn terminated() {
-    let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: finishing requests in flight"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("ctrl-c: finishing requests in flight"),
     }
 }
 

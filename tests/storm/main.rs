@@ -4,9 +4,6 @@
 //! `multi_server` needs the `redis` feature and starts its own `redis-server`.
 #![cfg(feature = "tower")]
 
-#[path = "../../examples/gateway/app.rs"]
-#[allow(dead_code)]
-mod app;
 #[path = "../../examples/storm/curve.rs"]
 #[allow(dead_code)]
 mod curve;

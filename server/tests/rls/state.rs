@@ -3,7 +3,8 @@
 
 use std::time::Duration;
 
-use tollgate_server::state::{self, State};
+use tollgate::snapshot::StateFile as State;
+use tollgate_ops::state;
 
 use crate::*;
 

@@ -1,4 +1,4 @@
-//! The demo gateway's admin routes (`examples/gateway/admin.rs`): refused without the token,
+//! The demo gateway's admin routes (`app::admin_router`): refused without the token,
 //! with a wrong one and off loopback; an invalid or unreloadable profile is refused with its
 //! position and the old one stays in force (and in the file); a valid one is in force from the
 //! next request and saved to the file.
@@ -16,8 +16,8 @@ use serde_json::Value;
 use tollgate::{Limiter, Profile};
 use tower::ServiceExt;
 
-use crate::admin::{Admin, AdminToken};
-use crate::app;
+use tollgate::http::admin::AdminToken;
+use tollgate_gateway::app;
 
 const TOKEN: &str = "s3cret-admin-token-0123456789";
 
@@ -64,13 +64,12 @@ fn fixture(name: &str, allow_remote: bool) -> Fixture {
             .build()
             .unwrap(),
     );
-    let admin = Admin::new(
+    let admin = app::admin_router(
         Arc::clone(&limiter),
         AdminToken::new(TOKEN).unwrap(),
         Some(file.clone()),
         allow_remote,
     );
-    let admin = crate::admin::router(Arc::new(admin));
     let public = app::router(Arc::clone(&limiter), app::Tokens::default(), Vec::new());
     Fixture {
         limiter,
@@ -357,13 +356,12 @@ async fn a_valid_profile_is_in_force_from_the_next_request_and_saved() {
 async fn in_memory_admin_leaves_the_file_alone_and_other_methods_are_refused() {
     let f = fixture("memory", false);
     let before = std::fs::read_to_string(&f.file).unwrap();
-    let admin = Admin::new(
+    let router = app::admin_router(
         Arc::clone(&f.limiter),
         AdminToken::new(TOKEN).unwrap(),
         None,
         false,
     );
-    let router = crate::admin::router(Arc::new(admin));
     let r = call(
         &router,
         Method::PUT,

@@ -1,4 +1,4 @@
-//! The demo gateway's `--state` (examples/gateway/state.rs) in process: quotas used up over
+//! The demo gateway's `--state` (`tollgate_ops::state`) in process: quotas used up over
 //! HTTP, the last checkpoint of a shutdown, a new gateway restored from it still refusing with
 //! the same Retry-After; a refused snapshot stops it unless starting empty was asked for.
 
@@ -12,8 +12,9 @@ use hyper_util::rt::TokioExecutor;
 use tollgate::quanta::Clock;
 use tollgate::{Limiter, Profile};
 
-use crate::app;
-use crate::state::{self, State};
+use tollgate::snapshot::StateFile as State;
+use tollgate_gateway::app;
+use tollgate_ops::state;
 
 const PROFILE: &str = r#"
 name: state-test
@@ -106,7 +107,7 @@ async fn used_up_registrations_survive_a_gateway_restart() {
     assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
     let before = before.expect("a Retry-After");
     // SIGTERM's path: the last checkpoint.
-    state::finish(cp);
+    state::finish(cp).unwrap();
 
     let (b, _) = builder();
     let second = Arc::new(state::open(b.key_secret(SECRET), Some(&st)).unwrap());

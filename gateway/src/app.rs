@@ -1,5 +1,4 @@
-//! The demo gateway's router, shared by `main.rs` and the tests (which include this file with
-//! `#[path = "../examples/gateway/app.rs"] mod app;` and serve it on `127.0.0.1:0`).
+//! The demo gateway's routers, for its binary and its tests (which serve them on `127.0.0.1:0`).
 //!
 //! Layers, outermost first: bearer-token authentication (a known token inserts its
 //! `VerifiedIdentity`; no token is the anonymous class), tollgate's `RateLimitLayer`, the
@@ -21,6 +20,7 @@ use axum::{Json, Router};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
 use serde_json::{json, Value};
+use tollgate::http::admin::{AdminToken, ProfileAdmin};
 use tollgate::http::{
     Cidr, PeerExtractor, RequestId, VerifiedIdentity, PROBLEM_JSON, X_REQUEST_ID,
 };
@@ -107,6 +107,19 @@ pub fn operator_router(metrics: PrometheusHandle) -> Router {
     Router::new()
         .route("/metrics", get(render_metrics))
         .with_state(metrics)
+}
+
+/// The admin routes (`GET`/`PUT /admin/profile`, see [`tollgate::http::admin`]) over
+/// `limiter`, for callers with `token`, to merge into the operators' router: accepted profiles
+/// are written to `save_to` when given; only loopback peers are answered unless `remote`.
+pub fn admin_router(
+    limiter: Arc<Limiter>,
+    token: AdminToken,
+    save_to: Option<std::path::PathBuf>,
+    remote: bool,
+) -> Router {
+    let admin = ProfileAdmin::new(limiter, token, save_to, remote).program("gateway");
+    tollgate_ops::admin::router(Arc::new(admin))
 }
 
 /// Histogram buckets of every `*_seconds` metric, in seconds: from the 1-second floor of

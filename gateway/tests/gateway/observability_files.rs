@@ -1,12 +1,11 @@
 //! `examples/observability/dashboard.json` (Grafana) and `alerts.yaml` (Prometheus rules) query
 //! only metrics that exist: every `tollgate*` name in their expressions is either recorded by
 //! the rule file itself, or appears in the demo gateway's `/metrics` (the router of
-//! `examples/gateway/app.rs`, with the gateway's Prometheus configuration, after traffic), or
+//! `tollgate_gateway::app`, with the gateway's Prometheus configuration, after traffic), or
 //! for `tollgate_client_*` in what the client SDK recorded while it called that gateway.
 //! The files' shape is checked too: the dashboard has the panels seed 002 names, every rule is
 //! an alert or a recording rule with an expression, and every alert has a severity and a
 //! summary.
-#![cfg(feature = "metrics")]
 
 use std::collections::BTreeSet;
 use std::convert::Infallible;
@@ -24,10 +23,10 @@ use tollgate::{Limiter, Profile};
 use tollgate_client::{ManualClock, RetryBudget, RetryLayer, RetryPolicy, PRODUCT_TOKEN};
 use tower::{service_fn, Layer, Service, ServiceExt};
 
-use crate::app;
+use tollgate_gateway::app;
 
-const DASHBOARD: &str = include_str!("../../examples/observability/dashboard.json");
-const ALERTS: &str = include_str!("../../examples/observability/alerts.yaml");
+const DASHBOARD: &str = include_str!("../../../examples/observability/dashboard.json");
+const ALERTS: &str = include_str!("../../../examples/observability/alerts.yaml");
 
 fn profile() -> Profile {
     Profile::from_yaml(&format!(

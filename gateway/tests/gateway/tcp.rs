@@ -1,7 +1,7 @@
 //! The demo gateway's router over real TCP on loopback: exact refusals, waiting out
 //! Retry-After, tenant isolation, the anonymous class, proxies, request ids.
 
-use crate::app;
+use tollgate_gateway::app;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

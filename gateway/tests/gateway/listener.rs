@@ -14,7 +14,7 @@ use tollgate::{Limiter, Profile};
 
 use tollgate_ops::{Policy, Protocol};
 
-use crate::app;
+use tollgate_gateway::app;
 
 const HEADER_TIMEOUT: Duration = Duration::from_millis(300);
 

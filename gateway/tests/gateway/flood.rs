@@ -9,14 +9,18 @@ use tollgate::profile::Capacity;
 use tollgate::quanta::Clock;
 use tollgate::Profile;
 
-use crate::gateway_tcp::{start, ALICE, CAROL};
+use crate::tcp::{start, ALICE, CAROL};
 
 /// 1,024 slots: the anonymous pseudo-tenant may hold 512 (default `identities.tenant_share`).
 const SLOTS: u64 = 1_024;
 
 #[tokio::test]
 async fn b3_register_flood_behind_a_proxy_never_locks_out_a_tenant() {
-    let mut p = Profile::from_path("examples/profiles/example.yaml").unwrap();
+    let mut p = Profile::from_path(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/profiles/example.yaml"
+    ))
+    .unwrap();
     p.identities.capacity = Capacity::new(SLOTS).unwrap();
     let (clock, mock) = Clock::mock();
     let gw = start(p, Some(clock), &["127.0.0.0/8"]).await;
