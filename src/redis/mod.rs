@@ -230,14 +230,20 @@ impl RedisLimiter {
     /// [`RedisLimiter::admit_n`], also telling what the profile computed when shadow mode let a
     /// refused request through.
     pub async fn evaluate_n(&self, key: &Key<'_>, n: u32) -> Verdict {
-        self.evaluate_n_traced(key, n).await.0
+        self.decide_n_traced(key, n).await.0
     }
 
     /// [`RedisLimiter::evaluate_n`] and the server time the script decided at (`None` when no
     /// round trip was made or the store did not answer): for tests that drive a reference
-    /// model on the server's clock, and for `admit_all`'s refunds.
-    #[doc(hidden)]
+    /// model on the server's clock (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub async fn evaluate_n_traced(&self, key: &Key<'_>, n: u32) -> (Verdict, Option<u64>) {
+        self.decide_n_traced(key, n).await
+    }
+
+    /// [`RedisLimiter::evaluate_n`] and the server time it decided at: what `admit_all`'s
+    /// refunds need.
+    pub(crate) async fn decide_n_traced(&self, key: &Key<'_>, n: u32) -> (Verdict, Option<u64>) {
         let cfg = self.engine.config.load_full();
         if n > 0 {
             if let Err(bucket) = cfg.class(key.class).limits.cost(n) {
@@ -268,7 +274,7 @@ impl RedisLimiter {
         // (item, server time) of each charge made so far.
         let mut charged: Vec<(usize, u64)> = Vec::new();
         for (index, (key, n)) in items.iter().enumerate() {
-            let (verdict, now) = self.evaluate_n_traced(key, *n).await;
+            let (verdict, now) = self.decide_n_traced(key, *n).await;
             if !verdict.decision.is_admit() {
                 let cfg = self.engine.config.load_full();
                 for &(i, now) in &charged {
@@ -296,8 +302,8 @@ impl RedisLimiter {
 
     /// [`RedisLimiter::evaluate`] and the server time the script decided at (microseconds since
     /// the Unix epoch; `None` when the store did not answer or the deny cache did). For tests
-    /// that drive a reference model on the server's clock.
-    #[doc(hidden)]
+    /// that drive a reference model on the server's clock (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub async fn evaluate_traced(&self, key: &Key<'_>) -> (Verdict, Option<u64>) {
         self.decide(key, true).await
     }
@@ -313,13 +319,18 @@ impl RedisLimiter {
     /// limits may refill sooner).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {
         let at = self.store.server_now();
-        self.reload_as_of(profile, at)
+        self.reload_at(profile, at)
     }
 
     /// [`RedisLimiter::reload`] taking effect at server time `at` (microseconds since the
-    /// Unix epoch), for tests that compare with the embedded limiter at a known instant.
-    #[doc(hidden)]
+    /// Unix epoch), for tests that compare with the embedded limiter at a known instant
+    /// (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn reload_as_of(&self, profile: Profile, at: u64) -> Result<(), ProfileError> {
+        self.reload_at(profile, at)
+    }
+
+    fn reload_at(&self, profile: Profile, at: u64) -> Result<(), ProfileError> {
         let _one = self.store.reloading();
         let old = self.engine.config.load_full();
         self.engine.reload(profile)?;
@@ -339,8 +350,8 @@ impl RedisLimiter {
     }
 
     /// The command one charging decision for `key` sends (`FCALL ..` or `EVALSHA ..`), as
-    /// words, for benchmarks that replay it with `redis-benchmark`.
-    #[doc(hidden)]
+    /// words, for benchmarks that replay it with `redis-benchmark` (feature `test-util`).
+    #[cfg(feature = "test-util")]
     pub fn store_command(&self, key: &Key<'_>) -> Vec<String> {
         let cfg = self.engine.config.load_full();
         let (digest, tenant) = self.engine.hasher.digests(key);

@@ -231,6 +231,7 @@ impl Program {
 
     /// The words of one decision's command (`tollgate.admit keys.. args..`, `FCALL name
     /// numkeys ..` or `EVALSHA sha numkeys ..`), for benchmarks that replay it.
+    #[cfg(feature = "test-util")]
     pub(super) fn words(&self, keys: Vec<String>, args: Vec<String>) -> Vec<String> {
         // Relaxed: see `label`.
         if self.module.load(Ordering::Relaxed) {

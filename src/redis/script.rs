@@ -320,6 +320,7 @@ impl Store {
 
     /// The command one decision sends, as words (`FCALL name numkeys keys.. args..` or
     /// `EVALSHA sha numkeys ..`), for benchmarks that replay it with `redis-benchmark`.
+    #[cfg(feature = "test-util")]
     pub(super) fn command(
         &self,
         cfg: &Config,
