@@ -38,6 +38,7 @@ mod published;
 pub mod snapshot;
 mod sync;
 mod table;
+mod wall_clock;
 
 #[cfg(feature = "http")]
 pub mod http;

@@ -11,8 +11,8 @@ use crate::engine::{Engine, Verdict};
 use crate::identity::{Key, Resolved, RouteClass, Tenant};
 use crate::profile::{Profile, ProfileError};
 use crate::published::PublishedLimits;
-use crate::snapshot::WallClock;
 use crate::table::{Table, EPOCHS, MAX_NOW};
+use crate::wall_clock::WallClock;
 
 mod all;
 mod builder;

@@ -10,8 +10,8 @@ use super::{nanos_since, Limiter};
 use crate::capacity::Tenants;
 use crate::engine::{random_secret, Engine, ObserveOptions};
 use crate::profile::{Profile, ProfileError};
-use crate::snapshot::WallClock;
 use crate::table::Table;
+use crate::wall_clock::WallClock;
 
 /// The environment variable a service reads its key secret from
 /// ([`Builder::key_secret_from_env`]; the Redis backend's builder reads it by default).

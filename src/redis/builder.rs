@@ -1,18 +1,18 @@
-//! Connecting: the builder, the key secret, and why a connect fails.
+//! Connecting: the builder and the key secret.
 
-use core::fmt;
 use core::time::Duration;
 #[cfg(feature = "metrics")]
 use std::sync::Arc;
 use std::time::Instant;
 
+use super::connect_error::ConnectError;
 use super::connection::Connection;
 use super::deny::DenyCache;
 use super::script::Store;
 use super::topology::Topology;
 use super::RedisLimiter;
 use crate::engine::{random_secret, Engine, ObserveOptions};
-use crate::profile::{Profile, ProfileError};
+use crate::profile::Profile;
 
 /// The environment variable that sets the key secret (unless the builder does).
 pub use crate::limiter::KEY_SECRET_ENV;
@@ -29,47 +29,6 @@ pub struct RedisBuilder {
     pub(super) observe: ObserveOptions,
     pub(super) replica_acks: u32,
     pub(super) redis_module: bool,
-}
-
-/// Why [`RedisLimiter::connect`] failed.
-#[derive(Debug)]
-pub enum ConnectError {
-    /// The URL could not be parsed, the server refused, or a command failed.
-    Store(::redis::RedisError),
-    /// The server did not answer within the connect timeout.
-    Timeout(Duration),
-    /// The key secret (from the builder or `TOLLGATE_KEY_SECRET`) is empty.
-    EmptySecret,
-    /// The profile is invalid (built or changed in Rust): the same refusal as
-    /// parsing it would give.
-    Profile(ProfileError),
-}
-
-impl fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ConnectError::Store(e) => write!(f, "redis: {e}"),
-            ConnectError::Timeout(d) => write!(f, "redis did not answer within {d:?}"),
-            ConnectError::EmptySecret => f.write_str("key secret must not be empty"),
-            ConnectError::Profile(e) => fmt::Display::fmt(e, f),
-        }
-    }
-}
-
-impl std::error::Error for ConnectError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ConnectError::Store(e) => Some(e),
-            ConnectError::Profile(e) => Some(e),
-            _ => None,
-        }
-    }
-}
-
-impl From<::redis::RedisError> for ConnectError {
-    fn from(e: ::redis::RedisError) -> Self {
-        ConnectError::Store(e)
-    }
 }
 
 impl RedisBuilder {
@@ -186,7 +145,7 @@ impl RedisBuilder {
             deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
             started: Instant::now(),
             metrics: super::telemetry::StoreMetrics::new(),
-            subscribe_url: super::fleet::subscribe_url(&topology),
+            subscribe_url: topology.subscribe_url(),
         })
     }
 }

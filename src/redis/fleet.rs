@@ -27,7 +27,7 @@ use std::sync::Arc;
 
 use ::redis::{RedisError, Script};
 
-use super::builder::ConnectError;
+use super::connect_error::ConnectError;
 use super::connection::Connection;
 use super::fleet_message::{decode, decode_version, FleetMessage, MessageError};
 use super::fleet_message::{BODY_FIELD, ID_FIELD, SIGNED_AT_FIELD, SIG_FIELD, VERSION_FIELD};
@@ -35,7 +35,6 @@ use super::fleet_signature::{self, FleetSigningKey, FleetVerifyingKey, Signature
 
 /// A publish's id as read back (absent if the hash was written by hand).
 pub(super) type Id = Option<Vec<u8>>;
-use super::fleet_watch::FleetWatch;
 use super::topology::Topology;
 use super::RedisLimiter;
 use crate::profile::{Profile, ProfileError};
@@ -165,15 +164,6 @@ pub(super) fn check_name(name: &str) -> Result<(), String> {
     }
 }
 
-/// Where watchers subscribe to announcements: the node itself on a one-node topology; none
-/// on a Cluster or with Sentinels (they poll; see the module doc).
-pub(super) fn subscribe_url(topology: &Topology) -> Option<String> {
-    match topology {
-        Topology::Single(url) => Some(url.clone()),
-        Topology::Cluster(_) | Topology::Sentinel { .. } => None,
-    }
-}
-
 impl FleetProfile {
     /// Connects to the Redis at `url` (any URL [`RedisLimiter::builder`] takes) for the fleet
     /// profile `name` under `prefix` (the workers' [`super::RedisBuilder::key_prefix`],
@@ -203,7 +193,7 @@ impl FleetProfile {
         };
         Ok(FleetProfile::new(
             conn,
-            subscribe_url(&topology),
+            topology.subscribe_url(),
             prefix,
             name,
         ))
@@ -396,7 +386,7 @@ async fn within<T>(
 impl RedisLimiter {
     /// Swaps in `profile` as [`RedisLimiter::reload`] does (the same refusals), marking it as
     /// version `version` of a fleet profile: the discovery document and
-    /// [`RedisLimiter::profile_version`] show it. What a [`FleetWatch`] calls.
+    /// [`RedisLimiter::profile_version`] show it. What a [`FleetWatch`](super::FleetWatch) calls.
     pub fn reload_version(&self, profile: Profile, version: u64) -> Result<(), ProfileError> {
         self.engine.reload_as(profile, Some(version))?;
         if let Some(deny) = &self.deny {
@@ -421,13 +411,5 @@ impl RedisLimiter {
             &self.store.prefix,
             name,
         ))
-    }
-
-    /// Follows the fleet profile `name` (see [`FleetProfile::watch`]): the version published
-    /// now is in force when this returns (if it is valid and this limiter accepts it), and
-    /// each later one within milliseconds (one node) or a poll of half a second (Cluster,
-    /// Sentinel, or a lost announcement). The watcher stops when the handle is dropped.
-    pub async fn watch_profile(self: &Arc<Self>, name: &str) -> Result<FleetWatch, String> {
-        Ok(self.fleet_profile(name)?.watch(self).await)
     }
 }

@@ -128,6 +128,16 @@ struct Watcher {
     store_failing: bool,
 }
 
+impl RedisLimiter {
+    /// Follows the fleet profile `name` (see [`FleetProfile::watch`]): the version published
+    /// now is in force when this returns (if it is valid and this limiter accepts it), and
+    /// each later one within milliseconds (one node) or a poll of half a second (Cluster,
+    /// Sentinel, or a lost announcement). The watcher stops when the handle is dropped.
+    pub async fn watch_profile(self: &Arc<Self>, name: &str) -> Result<FleetWatch, String> {
+        Ok(self.fleet_profile(name)?.watch(self).await)
+    }
+}
+
 impl FleetProfile {
     /// Keeps `target` on the profile published under this name: puts the published version
     /// in force now (if there is one and it is valid), then follows each new one (see the

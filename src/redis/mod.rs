@@ -124,6 +124,7 @@ use crate::{decision::Cause, Limiter};
 
 mod builder;
 mod clock;
+mod connect_error;
 mod connection;
 mod deny;
 mod fleet;
@@ -136,7 +137,8 @@ mod sentinel;
 mod telemetry;
 mod topology;
 
-pub use builder::{ConnectError, RedisBuilder, KEY_SECRET_ENV};
+pub use builder::{RedisBuilder, KEY_SECRET_ENV};
+pub use connect_error::ConnectError;
 pub use fleet::{FleetProfile, PublishError, ReadError};
 pub use fleet_message::{decode as decode_fleet_message, FleetMessage, MessageError};
 pub use fleet_signature::{FleetSigningKey, FleetVerifyingKey, KeyError, SignatureError, Signed};

@@ -33,6 +33,15 @@ pub(super) enum Topology {
 }
 
 impl Topology {
+    /// Where fleet watchers subscribe to announcements: the node itself on a one-node
+    /// topology; none on a Cluster or with Sentinels (they poll; see `fleet.rs`).
+    pub(super) fn subscribe_url(&self) -> Option<String> {
+        match self {
+            Topology::Single(url) => Some(url.clone()),
+            Topology::Cluster(_) | Topology::Sentinel { .. } => None,
+        }
+    }
+
     /// Reads a URL; a cluster or sentinel URL with no host, an empty host, a port that is not
     /// a number or (sentinel) no master name is refused, saying which.
     pub(super) fn parse(url: &str) -> RedisResult<Topology> {

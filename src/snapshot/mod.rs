@@ -49,13 +49,11 @@ mod file;
 mod format;
 mod restore;
 mod state_file;
-mod wall;
 mod write;
 
 pub use checkpoint::{Checkpoint, CheckpointStatus};
 pub use error::{RestoreError, SnapshotError};
 pub use state_file::{Opened, StateFile, StateFileError};
-pub(crate) use wall::WallClock;
 
 /// What a snapshot wrote.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

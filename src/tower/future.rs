@@ -12,9 +12,9 @@ use ::http::{Request, Response};
 use ::tower::Service;
 
 use super::held::Held;
+use super::options::Options;
 use super::outcome::RateLimitOutcome;
 use super::refusal::{respond, RefusalBody, RefusalHook};
-use super::service::Options;
 use super::state::{CompiledProfile, LayerState};
 use crate::admission::Admission;
 use crate::decision::Remaining;

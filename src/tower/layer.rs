@@ -8,8 +8,9 @@ use ::tower::Layer;
 use ::http::Response;
 
 use super::held::Held;
+use super::options::Options;
 use super::refusal::{BodyFromBytes, RefusalBody, RefusalContext, RefusalFn, RefusalHook};
-use super::service::{Options, RateLimit};
+use super::service::RateLimit;
 use super::state::LayerState;
 use crate::admission::Admission;
 use crate::http::{KeyExtractor, PeerExtractor};

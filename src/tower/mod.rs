@@ -69,6 +69,7 @@
 mod future;
 mod held;
 mod layer;
+mod options;
 mod outcome;
 mod refusal;
 #[cfg(feature = "metrics")]

@@ -8,22 +8,12 @@ use core::task::{Context, Poll};
 
 use super::future::{wait_and_respond, Extra, ResponseFuture, Stamp, Wait};
 use super::held::Held;
+use super::options::Options;
 use super::outcome::RateLimitOutcome;
 use super::refusal::{respond, BodyFromBytes, RefusalBody, RefusalHook};
 use super::state::LayerState;
 use crate::admission::Admission;
 use crate::http::{is_grpc, Answer, KeyExtractor, PeerExtractor, RequestId};
-
-/// What the layer was asked to add beyond the contract's headers (see the
-/// [`RateLimitLayer`](super::RateLimitLayer) methods). The default adds nothing, so that an
-/// admitted request allocates nothing.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct Options {
-    pub(super) outcome_in_request: bool,
-    pub(super) outcome_in_response: bool,
-    pub(super) request_id_on_every_response: bool,
-    pub(super) legacy_headers: bool,
-}
 
 /// The service [`RateLimitLayer`](super::RateLimitLayer) wraps around `S`.
 pub struct RateLimit<S, A: 'static, X: 'static = PeerExtractor, M = BodyFromBytes> {

@@ -13,11 +13,13 @@
 pub mod fuzz;
 pub mod metrics;
 pub mod model;
+mod module_build;
 pub mod redis_cluster;
 pub mod redis_module;
 pub mod redis_node;
 mod redis_process;
 pub mod redis_sentinel;
 pub mod redis_server;
+mod resp;
 
 pub use model::*;

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use crate::redis_node::{wait_until, Node, TempRoot};
-use crate::redis_server::{free_port, missing};
+use crate::resp::{free_port, missing};
 
 /// A running cluster. Nodes are numbered 0..6 in start order; which are primaries changes with
 /// failovers ([`RedisCluster::primary_of`] asks the cluster).

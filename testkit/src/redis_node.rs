@@ -7,7 +7,7 @@ use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::redis_process::{self, loopback_args};
-use crate::redis_server::cmd_at;
+use crate::resp::cmd_at;
 
 /// A running `redis-server` bound to 127.0.0.1, with no persistence, in its own directory.
 pub struct Node {
@@ -95,7 +95,7 @@ impl TempRoot {
         let path = std::env::temp_dir().join(format!(
             "tollgate-{kind}-{}-{}",
             std::process::id(),
-            crate::redis_server::free_port()
+            crate::resp::free_port()
         ));
         std::fs::create_dir_all(&path).expect("temp dir");
         TempRoot(path)

@@ -5,7 +5,7 @@
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::redis_server::{cmd_at, missing};
+use crate::resp::{cmd_at, missing};
 
 /// The arguments every harness server gets: `port` on 127.0.0.1, no persistence.
 pub(crate) fn loopback_args(port: u16) -> Vec<String> {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crate::redis_node::{wait_until, Node, TempRoot};
-use crate::redis_server::free_port;
+use crate::resp::free_port;
 
 /// The name the Sentinels monitor the primary under.
 pub const MASTER: &str = "tollgate";

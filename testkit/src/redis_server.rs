@@ -1,12 +1,10 @@
-//! A `redis-server` of the test's own on a free loopback port, killed on drop, plus a tiny RESP
-//! client for looking at what the limiter left in it.
+//! A `redis-server` of the test's own on a free loopback port, killed on drop (the tiny RESP
+//! client that looks at what the limiter left in it is `resp`).
 
-use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command};
-use std::time::Duration;
 
 use crate::redis_process::{self, loopback_args};
+pub use crate::resp::{cmd_at, free_port, missing, time_micros_at};
 
 /// A running `redis-server` (no persistence), bound to 127.0.0.1.
 pub struct RedisServer {
@@ -44,8 +42,8 @@ impl RedisServer {
     fn launch(extra: &[&str], tied: bool) -> RedisServer {
         let mut extra: Vec<String> = extra.iter().map(|a| (*a).to_owned()).collect();
         // `TOLLGATE_TEST_REDIS_MODULE=1`: every server has tollgate's module.
-        if crate::redis_module::everywhere() && !extra.iter().any(|a| a == "--loadmodule") {
-            extra.extend(["--loadmodule".to_owned(), crate::redis_module::path()]);
+        if crate::module_build::everywhere() && !extra.iter().any(|a| a == "--loadmodule") {
+            extra.extend(["--loadmodule".to_owned(), crate::module_build::path()]);
         }
         let mut s = RedisServer {
             port: free_port(),
@@ -124,79 +122,6 @@ impl RedisServer {
             .and_then(|rest| rest.split(',').next())
             .map_or(0, |n| n.parse().unwrap())
     }
-}
-
-/// Runs one command on the server at 127.0.0.1:`port`; the reply flattened to strings (arrays
-/// one element a line), an error reply as an error.
-/// The clock (`TIME`) of the server on `port`, in microseconds since the Unix epoch.
-pub fn time_micros_at(port: u16) -> u64 {
-    let time = cmd_at(port, &["TIME"]).expect("redis TIME");
-    let mut parts = time
-        .lines()
-        .map(|p| p.parse::<u64>().expect("TIME's two integers"));
-    parts.next().expect("seconds") * 1_000_000 + parts.next().expect("microseconds")
-}
-
-pub fn cmd_at(port: u16, args: &[&str]) -> std::io::Result<String> {
-    let mut s = TcpStream::connect(("127.0.0.1", port))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    let mut req = format!("*{}\r\n", args.len());
-    for a in args {
-        req += &format!("${}\r\n{a}\r\n", a.len());
-    }
-    s.write_all(req.as_bytes())?;
-    let mut r = BufReader::new(s);
-    let mut out = Vec::new();
-    read_reply(&mut r, &mut out)?;
-    Ok(out.join("\n"))
-}
-
-/// A free loopback port (bound, then released: the caller binds it soon after).
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("a free loopback port")
-        .port()
-}
-
-/// Panics, saying how to install it, when `binary` (`redis-server`, `redis-cli`) cannot start.
-pub fn missing(binary: &str, e: std::io::Error) -> ! {
-    panic!(
-        "cannot start {binary} ({e}): the Redis tests need `redis-server` and `redis-cli` on \
-         PATH. Install them with `apt-get install redis-server` (Debian/Ubuntu; it brings \
-         redis-tools) or `brew install redis`, and stop any system instance it starts \
-         (`service redis-server stop`)."
-    )
-}
-
-fn read_reply(r: &mut impl BufRead, out: &mut Vec<String>) -> std::io::Result<()> {
-    let mut line = String::new();
-    r.read_line(&mut line)?;
-    let line = line.trim_end_matches("\r\n");
-    let (kind, rest) = line.split_at(1.min(line.len()));
-    match kind {
-        "+" | ":" => out.push(rest.to_owned()),
-        "-" => {
-            return Err(std::io::Error::other(format!("redis error: {rest}")));
-        }
-        "$" => {
-            let n: i64 = rest.parse().map_err(std::io::Error::other)?;
-            if n >= 0 {
-                let mut buf = vec![0; n as usize + 2];
-                r.read_exact(&mut buf)?;
-                buf.truncate(n as usize);
-                out.push(String::from_utf8_lossy(&buf).into_owned());
-            }
-        }
-        "*" => {
-            let n: i64 = rest.parse().map_err(std::io::Error::other)?;
-            for _ in 0..n.max(0) {
-                read_reply(r, out)?;
-            }
-        }
-        _ => return Err(std::io::Error::other(format!("bad reply: {line:?}"))),
-    }
-    Ok(())
 }
 
 impl Drop for RedisServer {

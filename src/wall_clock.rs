@@ -1,6 +1,6 @@
-//! The wall clock a snapshot is dated by. The limiter's own clock is monotonic and starts at
-//! zero in every process, so it cannot say how long a restart took; the wall clock can, and a
-//! restore trusts it only to move forward (see `restore.rs`).
+//! The wall clock: what a snapshot is dated by. The limiter's own clock is monotonic and starts
+//! at zero in every process, so it cannot say how long a restart took; the wall clock can, and a
+//! restore trusts it only to move forward (see `snapshot/restore.rs`).
 
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
