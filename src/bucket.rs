@@ -382,7 +382,7 @@ mod tests {
         assert!(l.charge(charged, 1_500, l.cost(3).unwrap()).is_ok());
     }
 
-    /// The counter-example of break B1's remainder in tokens: 100 admitted under 100/1s
+    /// The counter-example to carrying debt in time rather than in tokens: 100 admitted under 100/1s
     /// (t = 10 ms) owe 1 s, which under 100/10s (t = 100 ms) is the same 100 tokens, 10 s.
     #[test]
     fn convert_carries_tokens_rounded_up_and_capped() {

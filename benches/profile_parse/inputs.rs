@@ -1,6 +1,6 @@
 //! Adversarial profile sources of about `size` bytes each (never more), shared by the
-//! `profile_parse` bench (4 MiB, the largest source `Profile::from_yaml` reads) and the B4
-//! regression tests (`tests/engine/profile_adversarial.rs`, small sizes).
+//! `profile_parse` bench (4 MiB, the largest source `Profile::from_yaml` reads) and the
+//! regression tests (`tests/engine/profile_hostile.rs`, small sizes).
 
 /// A valid profile head, so that what follows reaches the fields that take many entries.
 pub const HEAD: &str = "name: t\nidentities: { capacity: 8 }\nroute_classes:\n  c:\n    \
@@ -32,12 +32,12 @@ fn nested(head: &str, open: &str, close: &str, tail: &str, size: usize) -> Strin
 /// `(name, source)` for each attack.
 pub fn adversarial(size: usize) -> Vec<(&'static str, String)> {
     let mut v = vec![
-        // B4: the old guard carried the quote of `Bob's` to the next lines.
+        // A guard that carried the quote of `Bob's` to the next lines missed this.
         (
             "nesting_behind_a_quote",
             nested("name: Bob's\nx: ", "[", "]", "\n", size),
         ),
-        // B4: the old guard stopped at any `#`, also one inside a plain scalar.
+        // A guard that stopped at any `#`, also one inside a plain scalar, missed this.
         (
             "nesting_behind_a_hash",
             nested("x: [a#b, ", "[", "]", "]\n", size),

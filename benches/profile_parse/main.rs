@@ -1,4 +1,4 @@
-//! `Profile::from_yaml` on adversarial 4 MiB sources (B4): each must be refused or parsed in
+//! `Profile::from_yaml` on adversarial 4 MiB sources: each must be refused or parsed in
 //! well under a second, whatever its shape.
 //!
 //! `cargo bench --bench profile_parse -- --measurement-time 3 --warm-up-time 1`; the inputs

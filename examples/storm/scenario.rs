@@ -1,4 +1,4 @@
-//! The six storms of seed 002 ("how do you test a retry storm?"), each run once with the naive
+//! Six retry storms, each run once with the naive
 //! client and once with the SDK client, each run against fresh servers from one synchronised
 //! start.
 
@@ -16,7 +16,7 @@ use crate::faults::{fault_layer, Faults};
 use crate::proxy::{start_proxy, ConnectionFaults, ProxyStats};
 use crate::storm::{run, sdk_amplification_bound, Mix, Report, Storm};
 
-/// One storm of seed 002.
+/// One storm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scenario {
     /// Many clients at once on one identity, no faults.

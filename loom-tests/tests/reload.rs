@@ -138,8 +138,8 @@ fn a_word_of_a_newer_profile_is_never_read_as_an_older_ones() {
     });
 }
 
-/// Reloads racing admits never forgive a debt (break B1: a reload to a smaller bucket clamped
-/// the debt, and the way back granted it again). Burst 2 per 2 s; the main thread empties it at
+/// Reloads racing admits never forgive a debt (a reload to a smaller bucket that clamped the
+/// debt would grant it again on the way back). Burst 2 per 2 s; the main thread empties it at
 /// time 0, then two threads admit once each while the main thread reloads to 1 per 1 s (the same
 /// rate, a smaller bucket) and back. The clock never moves, so whatever the interleaving,
 /// nothing more is admitted: the largest bucket holds 2. Under the old clamp, a refusal under

@@ -114,7 +114,7 @@ impl<'de, V: Deserialize<'de>> Deserialize<'de> for OrderedMap<V> {
             fn visit_map<A: MapAccess<'de>>(self, mut m: A) -> Result<Self::Value, A::Error> {
                 let mut out = OrderedMap::new();
                 // The names so far, hashed: `check_new_name` searches the list, which made a
-                // mapping of many names quadratic (B4).
+                // mapping of many names quadratic.
                 let mut seen = HashSet::new();
                 while let Some(k) = m.next_key::<String>()? {
                     // The name is checked before its value is read, so that an error names

@@ -136,7 +136,7 @@ impl Profile {
 
     /// A route naming an unknown class would leave its requests unlimited.
     fn check_routes(&self) -> Result<(), Refusal> {
-        // Hashed once: looking each route's class up in the list was quadratic (B4).
+        // Hashed once: looking each route's class up in the list was quadratic in the number of routes.
         let classes: HashSet<&str> = self.route_classes.iter().map(|(k, _)| k).collect();
         for (i, r) in self.routes.iter().enumerate() {
             if !classes.contains(r.class.as_str()) {

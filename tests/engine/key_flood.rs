@@ -123,17 +123,17 @@ fn key_flood_fails_closed_and_never_resets_live_identities() {
     }
 }
 
-// B3 of the adversarial run: a flood of new identities in one partition (the anonymous
+// A flood of new identities in one partition (the anonymous
 // pseudo-tenant, or one tenant minting principals) must never refuse another partition's
 // identity. The example profile as it is (default `identities.tenant_share`, 0.5), with the
-// 16,384-slot table with which the lockout began 6 s into the flood.
+// a 16,384-slot table, small enough for the flood to fill its partition's share.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use tollgate::{Limiter, Profile};
 
 const B3_SLOTS: u64 = 16_384;
 
-fn b3_limiter() -> (Limiter, std::sync::Arc<tollgate::quanta::Mock>) {
+fn flood_limiter() -> (Limiter, std::sync::Arc<tollgate::quanta::Mock>) {
     let mut p = Profile::from_path("examples/profiles/example.yaml").unwrap();
     p.identities.capacity = tollgate::profile::Capacity::new(B3_SLOTS).unwrap();
     mock_limiter(p)
@@ -144,7 +144,7 @@ fn b3_limiter() -> (Limiter, std::sync::Arc<tollgate::quanta::Mock>) {
 /// again between requests, so their slots are reclaimable) and each tenant also brings a new
 /// principal every 100 ms. Returns (flood admitted, flood refused TableFull). Panics if a
 /// tenant's request is refused for any reason.
-fn b3_flood(
+fn flood_of_new_identities(
     l: &Limiter,
     mock: &tollgate::quanta::Mock,
     secs: u64,
@@ -192,25 +192,26 @@ fn anonymous_v4(i: u64) -> IpAddr {
 }
 
 #[test]
-fn b3_anonymous_flood_never_locks_out_a_tenant() {
-    let (l, mock) = b3_limiter();
+fn anonymous_flood_never_locks_out_a_tenant() {
+    let (l, mock) = flood_limiter();
     let register = l.route_class("registration").unwrap();
     // 20 s at 2,000/s: 40,000 /24s, more than twice the table; each holds its slot 72 min.
-    let (admitted, full) = b3_flood(&l, &mock, 20, |i| Key::anonymous(anonymous_v4(i), register));
+    let (admitted, full) =
+        flood_of_new_identities(&l, &mock, 20, |i| Key::anonymous(anonymous_v4(i), register));
     eprintln!("anonymous IPv4 flood: {admitted} admitted, {full} TableFull");
     // The anonymous partition stops at its cap (half the table) and fails closed, alone.
     assert!(admitted <= B3_SLOTS / 2, "{admitted}");
     assert!(admitted > B3_SLOTS / 2 - 1_000, "{admitted}");
     assert!(full > 20_000, "{full}");
     // After the flood: still nobody else is refused, and the flood stays at its cap.
-    b3_flood(&l, &mock, 2, |i| {
+    flood_of_new_identities(&l, &mock, 2, |i| {
         Key::anonymous(anonymous_v4(1_000_000 + i), register)
     });
 }
 
 #[test]
-fn b3_anonymous_ipv6_flood_without_a_proxy_never_locks_out_a_tenant() {
-    let (l, mock) = b3_limiter();
+fn anonymous_ipv6_flood_without_a_proxy_never_locks_out_a_tenant() {
+    let (l, mock) = flood_limiter();
     let register = l.route_class("registration").unwrap();
     // A different /56 each time (cheap to have many of).
     let v6 = |i: u64| {
@@ -218,7 +219,8 @@ fn b3_anonymous_ipv6_flood_without_a_proxy_never_locks_out_a_tenant() {
             (0x2001_0db8u128 << 96) | u128::from(i) << 72,
         ))
     };
-    let (admitted, full) = b3_flood(&l, &mock, 15, |i| Key::anonymous(v6(i), register));
+    let (admitted, full) =
+        flood_of_new_identities(&l, &mock, 15, |i| Key::anonymous(v6(i), register));
     eprintln!("anonymous IPv6 flood: {admitted} admitted, {full} TableFull");
     assert!(
         admitted <= B3_SLOTS / 2 && full > 10_000,
@@ -227,13 +229,13 @@ fn b3_anonymous_ipv6_flood_without_a_proxy_never_locks_out_a_tenant() {
 }
 
 #[test]
-fn b3_one_tenant_minting_principals_never_locks_out_another() {
-    let (l, mock) = b3_limiter();
+fn one_tenant_minting_principals_never_locks_out_another() {
+    let (l, mock) = flood_limiter();
     let register = l.route_class("registration").unwrap();
     let names: Vec<&'static str> = (0..30_000u64)
         .map(|i| &*Box::leak(format!("minted-{i}").into_boxed_str()))
         .collect();
-    let (admitted, full) = b3_flood(&l, &mock, 15, |i| {
+    let (admitted, full) = flood_of_new_identities(&l, &mock, 15, |i| {
         Key::authenticated("initech", names[i as usize], register).unwrap()
     });
     eprintln!("one tenant minting principals: {admitted} admitted, {full} TableFull");
@@ -244,12 +246,12 @@ fn b3_one_tenant_minting_principals_never_locks_out_another() {
     );
 }
 
-/// The second mechanism of B3: a tenant's capacity counter used to live in the identity table
+/// A flood must not take tenants' capacity counters either: a tenant's capacity counter used to live in the identity table
 /// and became reclaimable at every window end, so a new identity could take it and the
 /// tenant's next admission found no slot for its counter (`503` with its buckets fine). Now
 /// counters live in a table of their own: a table full of live identities still admits them.
 #[test]
-fn b3_tenant_counters_never_compete_with_identities() {
+fn tenant_counters_never_compete_with_identities() {
     let p = Profile::from_yaml(
         "name: counters\nidentities: { capacity: 64, tenant_share: 1 }\nroute_classes:\n  c:\n    \
          burst: { tokens: 5, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n\

@@ -1,4 +1,4 @@
-//! A profile is valid by construction (issue 11): the scalars' constructors refuse bad values,
+//! A profile is valid by construction: the scalars' constructors refuse bad values,
 //! `validate` refuses what spans fields, and `build`, `reload` and every serde format refuse an
 //! invalid profile with the same `ProfileError` YAML gets. The old profile stays in force after
 //! a refused reload.

@@ -1,6 +1,6 @@
-//! Reloads carry every bucket's debt over in tokens, never clamped: regression tests for break
-//! B1 (a reload to a smaller bucket clamped the debt, the way back granted it again; then debt
-//! carried in time over-admitted between profiles of different rates), property tests of the
+//! Reloads carry every bucket's debt over in tokens, never clamped: regression tests (a reload
+//! to a smaller bucket must not clamp the debt, or the way back grants it again; a debt carried
+//! in time would over-admit between profiles of different rates), property tests of the
 //! bound and against the reference model over random reload sequences, on quanta's mock clock,
 //! plus one bounded run on the real clock.
 //!
@@ -35,12 +35,12 @@ fn drain(l: &Limiter, key: &Key<'_>) -> (u64, Decision) {
     }
 }
 
-/// B1 as measured on the old main: at one instant, burst 200/2s and 100/1s alternately,
-/// admitted 200, 0, 100, 0, 100 (400 where either profile allows 200). The debt of 2 s taken
+/// At one instant, burst 200/2s and 100/1s alternately: a clamping reload would admit 200, 0,
+/// 100, 0, 100 (400 where either profile allows 200). The debt of 2 s taken
 /// under 200/2s now carries over whole: nothing more at that instant, and the Retry-After under
 /// 100/1s is the exact time to pay it down to one token (2 s + 10 ms - 1 s).
 #[test]
-fn b1_reload_round_trip_does_not_forgive_debt() {
+fn a_reload_round_trip_does_not_forgive_debt() {
     let (big, small) = (burst_only(200, 2_000), burst_only(100, 1_000));
     let (l, mock) = mock_limiter(big.clone());
     let k = Key::authenticated("acme", "alice", l.route_class("c0").unwrap()).unwrap();
@@ -74,10 +74,10 @@ fn b1_reload_round_trip_does_not_forgive_debt() {
     assert!(!l.admit(&k).is_admit());
 }
 
-/// B1 the other way round: a full big bucket shrunk and grown back at one instant admits what
+/// The other way round: a full big bucket shrunk and grown back at one instant admits what
 /// the big one holds, never the sum.
 #[test]
-fn b1_shrink_then_grow_admits_at_most_the_larger_bucket() {
+fn shrink_then_grow_admits_at_most_the_larger_bucket() {
     let (big, small) = (burst_only(200, 2_000), burst_only(100, 1_000));
     let (l, _mock) = mock_limiter(small.clone());
     let k = Key::authenticated("acme", "bob", l.route_class("c0").unwrap()).unwrap();
@@ -93,7 +93,7 @@ fn b1_shrink_then_grow_admits_at_most_the_larger_bucket() {
 /// a smaller bucket leave the debt as it was, so growing the bucket back gives back exactly
 /// what the bigger bucket had left.
 #[test]
-fn b1_refusals_under_a_smaller_bucket_write_nothing() {
+fn refusals_under_a_smaller_bucket_write_nothing() {
     let (big, small) = (burst_only(10, 1_000), burst_only(2, 200));
     let (l, _mock) = mock_limiter(big.clone());
     let k = Key::authenticated("acme", "carol", l.route_class("c0").unwrap()).unwrap();
@@ -112,20 +112,20 @@ fn b1_refusals_under_a_smaller_bucket_write_nothing() {
     assert_eq!(drain(&l, &k).0, 4);
 }
 
-/// B1's remainder, the counter-example to carrying debt in time: A = 100/1s (t = 10 ms),
+/// The counter-example to carrying debt in time: A = 100/1s (t = 10 ms),
 /// B = 100/10s (t = 100 ms). At one instant, 100 admitted under A left the TAT 1 s ahead,
 /// which B read as 10 tokens owed, so 90 more were admitted: 190 where each profile allows 100.
 /// In tokens, the 100 owed under A are 100 owed under B (10 s): nothing more, and B's
 /// Retry-After is the exact time to pay them down to one token (10 s + 100 ms - 10 s).
 #[test]
-fn b1_reload_to_a_slower_rate_carries_the_debt_in_tokens() {
+fn reload_to_a_slower_rate_carries_the_debt_in_tokens() {
     let (a, b) = (burst_only(100, 1_000), burst_only(100, 10_000));
     let (l, mock) = mock_limiter(a.clone());
     let k = Key::authenticated("acme", "dave", l.route_class("c0").unwrap()).unwrap();
     let (first, _) = drain(&l, &k);
     l.reload(b.clone()).unwrap();
     let (second, refused) = drain(&l, &k);
-    eprintln!("B1 counter-example: {first} under A, then {second} under B at one instant");
+    eprintln!("counter-example: {first} under A, then {second} under B at one instant");
     assert_eq!((first, second), (100, 0), "190 when debt carried in time");
     assert_eq!(
         refused,
@@ -150,7 +150,7 @@ fn b1_reload_to_a_slower_rate_carries_the_debt_in_tokens() {
 /// instant is exactly the largest bucket among the profiles it drained under (a debt of `d`
 /// tokens leaves `tokens - d` of a bucket), so every debt survives every conversion and walk.
 #[test]
-fn b1_many_reloads_at_one_instant_admit_at_most_the_largest_bucket() {
+fn many_reloads_at_one_instant_admit_at_most_the_largest_bucket() {
     let tokens = [100, 10, 300, 7];
     let profiles = [
         burst_only(100, 1_000),
@@ -298,7 +298,7 @@ proptest! {
         }
     }
 
-    /// Any rates and bursts (B1's rule): from admission `i` to admission `j`, each bucket
+    /// Any rates and bursts (the reload rule): from admission `i` to admission `j`, each bucket
     /// admitted at most `tokens_max + floor((s_j - s_i) / t_min)`, over the profiles in force
     /// at some instant between them (the one that decided `i` and every one reloaded to up to
     /// `j`), `tokens_max` their largest bucket and `t_min` their shortest emission interval.
@@ -392,12 +392,11 @@ fn model_step() -> impl Strategy<Value = ModelStep> {
     ]
 }
 
-/// B1 on the real clock, as measured on the old main (102,768 admitted in 10 s against a bound
-/// of 1,200): one thread admits one identity as fast as it can while another reloads every
+/// Reloads on the real clock stay within the bound: one thread admits one identity as fast as it can while another reloads every
 /// 5 ms between burst 100/1s and 200/2s (the same rate, 100/s). Bound over the run: the larger
 /// bucket plus the rate, `200 + elapsed * 100/s`. Three seconds, to stay short.
 #[test]
-fn b1_reloading_every_5ms_on_the_real_clock_stays_within_the_bound() {
+fn reloading_every_5ms_on_the_real_clock_stays_within_the_bound() {
     let (a, b) = (burst_only(100, 1_000), burst_only(200, 2_000));
     let limiter = Arc::new(Limiter::builder(a.clone()).build().unwrap());
     let c = limiter.route_class("c0").unwrap();
@@ -426,7 +425,7 @@ fn b1_reloading_every_5ms_on_the_real_clock_stays_within_the_bound() {
     let elapsed = start.elapsed();
     let bound = 200 + elapsed.as_millis() as u64 / 10;
     eprintln!(
-        "B1 real clock: {admitted} admitted in {elapsed:?} with {reloads} reloads; bound {bound}"
+        "real clock: {admitted} admitted in {elapsed:?} with {reloads} reloads; bound {bound}"
     );
     assert!(admitted <= bound, "{admitted} admitted, bound {bound}");
 }

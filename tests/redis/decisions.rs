@@ -262,8 +262,8 @@ async fn peek_charges_nothing_and_reload_keeps_the_debt() {
     assert!(limiter.route_class("x").is_some(), "the old profile stays");
 }
 
-/// Regression (issue 11): a profile changed in Rust was never validated by the Redis backend.
-/// The builder and `reload` refuse it with the error YAML gives, and the old profile stays.
+/// A profile changed in Rust is validated by the Redis backend too: the builder and `reload`
+/// refuse it with the error YAML gives, and the old profile stays.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_invalid_profile_is_refused_by_connect_and_reload() {
     let src = "name: r\nidentities: { capacity: 64 }\nroute_classes:\n  w:\n    burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 100, per: 1h }\nroutes:\n  - { method: GET, path: \"/**\", class: w }\n";
@@ -405,13 +405,13 @@ async fn drain(limiter: &RedisLimiter, key: &Key<'_>) -> (u64, Decision) {
     }
 }
 
-/// B1 against Redis: the script clamped a TAT to the new, smaller bucket the way the embedded
-/// limiter did, and switching back granted the difference again. Burst 200/2s and 100/1s
+/// A reload round trip forgives no debt: a script that clamped a TAT to the new, smaller
+/// bucket would grant the difference again on the way back. Burst 200/2s and 100/1s
 /// alternately, as fast as the round trips go (well under the 10 ms a token takes to come
 /// back): the 2 s of debt carries over whole, so nothing beyond the first 200 and maybe a
 /// token or two of refill while it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b1_reload_round_trip_does_not_forgive_debt() {
+async fn a_reload_round_trip_does_not_forgive_debt() {
     let server = RedisServer::start();
     let (big, small) = (burst_only(200, 2_000), burst_only(100, 1_000));
     let limiter = limiter(&server, big.clone()).await;
@@ -458,11 +458,10 @@ async fn b1_reload_round_trip_does_not_forgive_debt() {
     }
 }
 
-/// B1 against Redis on the real clock, as measured on the old main (42,011 admitted in 5 s
-/// against a bound of 700): 8 tasks admit one identity while the test reloads every 5 ms
+/// Reloads on the real clock stay within the bound: 8 tasks admit one identity while the test reloads every 5 ms
 /// between burst 100/1s and 200/2s (both 100/s). Bound: `200 + elapsed * 100/s`. Two seconds.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b1_reloading_every_5ms_stays_within_the_bound() {
+async fn reloading_every_5ms_stays_within_the_bound() {
     let server = RedisServer::start();
     let (a, b) = (burst_only(100, 1_000), burst_only(200, 2_000));
     let limiter = std::sync::Arc::new(limiter(&server, a.clone()).await);
@@ -495,7 +494,7 @@ async fn b1_reloading_every_5ms_stays_within_the_bound() {
     }
     let elapsed = start.elapsed();
     let bound = 200 + elapsed.as_millis() as u64 / 10;
-    eprintln!("B1 Redis, real clock: {admitted} admitted in {elapsed:?} with {reloads} reloads; bound {bound}");
+    eprintln!("Redis, real clock: {admitted} admitted in {elapsed:?} with {reloads} reloads; bound {bound}");
     assert!(admitted <= bound, "{admitted} admitted, bound {bound}");
 }
 

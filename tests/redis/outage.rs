@@ -167,12 +167,12 @@ async fn connect_to_a_dead_server_fails_in_bounded_time() {
     assert!(!msg.is_empty());
 }
 
-/// B5: decisions that timed out were still charged later. With the server stopped (SIGSTOP)
-/// for 3 s, 8 admits all answered 503; after SIGCONT the queued scripts ran and a bucket of 10
-/// that had admitted nothing had 2 left (and the shard counted 8). Each charging call now
-/// carries its deadline on the server's clock and the script charges nothing past it.
+/// Decisions that timed out must never be charged later: with the server stopped (SIGSTOP) for
+/// 3 s, 8 admits all answer 503; after SIGCONT the queued calls run, and a bucket of 10 that
+/// admitted nothing must still have 10. Each charging call carries its deadline on the
+/// server's clock and the script charges nothing past it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b5_decisions_that_timed_out_are_never_charged() {
+async fn decisions_that_timed_out_are_never_charged() {
     let server = RedisServer::start();
     let p = Profile::from_yaml(
         "name: o\nidentities: { capacity: 64 }\nstore: { timeout: 50ms }\n\
@@ -219,7 +219,7 @@ async fn b5_decisions_that_timed_out_are_never_charged() {
         assert!(admitted <= 10);
     }
     eprintln!(
-        "B5: after 8 refused admits across a 3 s SIGSTOP, {admitted} of 10 tokens were left; \
+        "after 8 refused admits across a 3 s SIGSTOP, {admitted} of 10 tokens were left; \
          state the refused calls left: {state:?}"
     );
     assert!(state.is_empty(), "refused calls left state: {state:?}");

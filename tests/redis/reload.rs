@@ -1,4 +1,4 @@
-//! B1 against Redis: a reload carries each bucket's debt over in tokens, as the embedded
+//! Reloads against Redis: a reload carries each bucket's debt over in tokens, as the embedded
 //! limiter does (`Limiter::reload`), between profiles of different rates too; old values are
 //! read as counted in the current intervals. (With `TOLLGATE_TEST_REDIS_MODULE=1` the servers
 //! load tollgate's module and these run on it.)
@@ -62,7 +62,7 @@ fn burst_wait(d: &Decision) -> Duration {
 /// it ran within the wait the last refusal under 100/1s gave (at least 5 ms: a shorter one is
 /// waited out first); one that did not is held to the bound of the round trips below.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b1_a_slower_profile_admits_nothing_more_after_a_drain() {
+async fn a_slower_profile_admits_nothing_more_after_a_drain() {
     let server = RedisServer::start();
     let (a, b) = (burst(100, 1_000), burst(100, 10_000));
     let redis = limiter(&server, a.clone()).await;
@@ -130,7 +130,7 @@ async fn b1_a_slower_profile_admits_nothing_more_after_a_drain() {
 /// its instant (rounded up), so the round trips forgive nothing. Bound: the 100 of the first
 /// drain plus one token per 10 ms (the shorter interval) of the time it ran.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b1_round_trips_between_rates_forgive_nothing() {
+async fn round_trips_between_rates_forgive_nothing() {
     let server = RedisServer::start();
     let (fast, slow) = (burst(100, 1_000), burst(100, 10_000));
     let redis = limiter(&server, fast.clone()).await;
@@ -158,7 +158,7 @@ async fn b1_round_trips_between_rates_forgive_nothing() {
 /// than its own reload instant: the old profile was still in force at a worker), so it admits
 /// nothing; its refusals write nothing, so the old worker still owes in its own tokens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b1_workers_on_two_profiles_forgive_nothing() {
+async fn workers_on_two_profiles_forgive_nothing() {
     let server = RedisServer::start();
     let new = limiter(&server, burst(100, 10_000)).await;
     let old = limiter(&server, burst(100, 1_000)).await;
@@ -178,7 +178,7 @@ async fn b1_workers_on_two_profiles_forgive_nothing() {
 /// after a reload too (as before this version). The 24-byte '<ddd' form here (the text form:
 /// `decisions.rs`); an admission writes the current 48-byte form.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn b1_values_without_intervals_are_read_in_the_current_ones() {
+async fn values_without_intervals_are_read_in_the_current_ones() {
     let server = RedisServer::start();
     let redis = limiter(&server, burst(2, 1_000)).await;
     let key = Key::authenticated("acme", "dave", redis.route_class("w").unwrap()).unwrap();

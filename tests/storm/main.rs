@@ -1,4 +1,4 @@
-//! The retry storms of seed 002 on loopback, at the tests' size (`Size::quick`: 100 clients at
+//! The retry storms on loopback, at the tests' size (`Size::quick`: 100 clients at
 //! once, or 24 steady clients around a 2 s outage), one test per scenario, each bounded in
 //! count and time. The storms run one at a time (they measure time on a shared machine).
 //! `multi_server` needs the `redis` feature and starts its own `redis-server`.

@@ -1,4 +1,4 @@
-//! B3 through the demo gateway over loopback: a flood of `POST /v1/register` from random /24s
+//! A flood of new anonymous identities through the demo gateway over loopback: a flood of `POST /v1/register` from random /24s
 //! behind a trusted proxy, with the example profile as it is but a small table, never refuses
 //! a tenant's caller; the anonymous callers alone fail closed at their cap of the table.
 
@@ -15,7 +15,7 @@ use crate::tcp::{start, ALICE, CAROL};
 const SLOTS: u64 = 1_024;
 
 #[tokio::test]
-async fn b3_register_flood_behind_a_proxy_never_locks_out_a_tenant() {
+async fn register_flood_behind_a_proxy_never_locks_out_a_tenant() {
     let mut p = Profile::from_path(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../examples/profiles/example.yaml"

@@ -3,7 +3,7 @@
 //! the rule file itself, or appears in the demo gateway's `/metrics` (the router of
 //! `tollgate_gateway::app`, with the gateway's Prometheus configuration, after traffic), or
 //! for `tollgate_client_*` in what the client SDK recorded while it called that gateway.
-//! The files' shape is checked too: the dashboard has the panels seed 002 names, every rule is
+//! The files' shape is checked too: the dashboard has the panels operators need, every rule is
 //! an alert or a recording rule with an expression, and every alert has a severity and a
 //! summary.
 
@@ -296,7 +296,7 @@ async fn every_metric_the_dashboard_and_the_alerts_query_is_exposed() {
             checked.insert(name);
         }
     }
-    // The families seed 002 asks for are all queried.
+    // The families operators need are all queried.
     for family in [
         "tollgate_decisions_total",
         "tollgate_tenant_decisions_total",

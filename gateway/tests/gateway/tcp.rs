@@ -527,7 +527,7 @@ async fn an_unknown_token_is_401_and_unlimited_routes_stay_free() {
         assert_eq!(doc.status, StatusCode::OK);
         assert!(doc.headers.get("ratelimit-policy").is_none());
     }
-    // Global counts are not on the public listener (B6): they are the operators' own.
+    // Global counts are not on the public listener: they are the operators' own.
     assert_eq!(
         gw.send(Method::GET, "/metrics", &[]).await.status,
         StatusCode::NOT_FOUND
@@ -580,7 +580,7 @@ async fn a_reload_changes_published_limits_and_headers_and_a_bad_one_changes_not
 }
 
 #[tokio::test]
-async fn b6_metrics_are_served_on_the_operators_router_only() {
+async fn metrics_are_served_on_the_operators_router_only() {
     use tower::ServiceExt;
     let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
     let handle = recorder.handle();

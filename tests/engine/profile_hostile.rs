@@ -1,5 +1,4 @@
-//! Regression (B4, "What an adversarial run broke"): the profile parser could be made to burn
-//! CPU. The nesting guard scanned the text with its own idea of quoting and comments, so
+//! Hostile profile sources must not make the parser burn CPU. The nesting guard scanned the text with its own idea of quoting and comments, so
 //! `name: Bob's` on an earlier line or `[a#b, …]` hid deep flow nesting from it (65,536 levels
 //! took 9.4 s, hours at the 4 MiB limit); names were checked for duplicates against every name
 //! before them; and a UTF-8 byte-order mark broke every profile with a misleading error. The
@@ -25,7 +24,7 @@ fn refused_at(src: &str, needle: &str, at: (usize, usize)) -> ProfileError {
 const DEEP: &str = "collections nested more than 32 deep";
 
 #[test]
-fn b4_nesting_hidden_behind_a_quote_is_refused() {
+fn nesting_hidden_behind_a_quote_is_refused() {
     let src = format!("name: Bob's\nx: {}{}\n", "[".repeat(64), "]".repeat(64));
     // The root mapping is the first level, so the 32nd `[` (column 3 + 32) is the 33rd.
     refused_at(&src, DEEP, (2, 35));
@@ -34,7 +33,7 @@ fn b4_nesting_hidden_behind_a_quote_is_refused() {
 }
 
 #[test]
-fn b4_nesting_hidden_behind_a_hash_is_refused() {
+fn nesting_hidden_behind_a_hash_is_refused() {
     let src = format!("x: [a#b, {}{}]\n", "[".repeat(64), "]".repeat(64));
     refused_at(&src, DEEP, (1, 40));
     // A real comment hides nothing either: the nesting on the next line counts.
@@ -43,7 +42,7 @@ fn b4_nesting_hidden_behind_a_hash_is_refused() {
 }
 
 #[test]
-fn b4_block_nesting_is_refused() {
+fn block_nesting_is_refused() {
     // `- - - a`: block sequences nested on one line.
     let src = format!("x:\n{}a\n", "- ".repeat(64));
     refused_at(&src, DEEP, (2, 63));
@@ -56,7 +55,7 @@ fn b4_block_nesting_is_refused() {
 }
 
 #[test]
-fn b4_nesting_through_aliases_is_refused() {
+fn nesting_through_aliases_is_refused() {
     // 20 levels behind an alias inside 20 more.
     let src = format!(
         "a: &a {}1{}\nb: {}*a{}\n",
@@ -70,7 +69,7 @@ fn b4_nesting_through_aliases_is_refused() {
 }
 
 #[test]
-fn b4_an_alias_inside_its_own_node_is_refused() {
+fn an_alias_inside_its_own_node_is_refused() {
     let e = refused_at(
         &format!("{HEAD}routes: &a [*a, *a]\n"),
         "an alias inside the node it names",
@@ -83,7 +82,7 @@ fn b4_an_alias_inside_its_own_node_is_refused() {
 }
 
 #[test]
-fn b4_alias_bomb_is_refused() {
+fn alias_bomb_is_refused() {
     let e = Profile::from_yaml(&inputs::alias_bomb()).unwrap_err();
     assert!(
         e.message().contains(&format!(
@@ -98,7 +97,7 @@ fn b4_alias_bomb_is_refused() {
 /// they take is the benchmark's business (`benches/profile_parse`, linear in the input), not a
 /// timed assertion's.
 #[test]
-fn b4_adversarial_inputs_are_refused_with_a_position_or_parsed() {
+fn adversarial_inputs_are_refused_with_a_position_or_parsed() {
     for (name, src) in inputs::adversarial(64 << 10) {
         if let Err(e) = Profile::from_yaml(&src) {
             assert!(
@@ -116,7 +115,7 @@ fn b4_adversarial_inputs_are_refused_with_a_position_or_parsed() {
 /// What the old guard miscounted still parses: quotes with `''` escapes, `#` inside plain and
 /// quoted scalars, brackets in comments and block scalars.
 #[test]
-fn b4_quotes_hashes_and_block_scalars_in_valid_profiles_still_parse() {
+fn quotes_hashes_and_block_scalars_in_valid_profiles_still_parse() {
     let brackets = "[".repeat(64);
     let src = format!(
         "name: Bob's [{{ # {brackets}\n{}",
@@ -149,7 +148,7 @@ fn b4_quotes_hashes_and_block_scalars_in_valid_profiles_still_parse() {
 /// A UTF-8 byte-order mark at the start is skipped: YAML allows one there and editors write
 /// it. Positions count from after it, as editors show them.
 #[test]
-fn b4_byte_order_mark_is_skipped() {
+fn byte_order_mark_is_skipped() {
     let example = std::fs::read_to_string("examples/profiles/example.yaml").unwrap();
     let with_bom = format!("\u{feff}{example}");
     assert_eq!(
@@ -168,7 +167,7 @@ fn b4_byte_order_mark_is_skipped() {
 
 /// Many names: the duplicate check is hashed, and still refuses a duplicate with its position.
 #[test]
-fn b4_many_names_parse_and_duplicates_are_still_refused() {
+fn many_names_parse_and_duplicates_are_still_refused() {
     let mut src = format!(
         "{HEAD}shared_capacity:\n  shards: 1\n  window: 1s\n  slots_per_window: 1\n  \
          tenant_share: 1\n  tenants:\n"
@@ -187,7 +186,7 @@ fn b4_many_names_parse_and_duplicates_are_still_refused() {
 
 /// Through the C ABI's reload: the attack is refused and the limiter is as it was.
 #[test]
-fn b4_refused_reload_changes_nothing() {
+fn refused_reload_changes_nothing() {
     use tollgate_ffi::*;
     let yaml = "name: f\nidentities: { capacity: 16 }\nroute_classes:\n  c:\n    \
                 burst: { tokens: 1, per: 1h }\n    sustained: { tokens: 10, per: 1h }\n";
@@ -225,7 +224,7 @@ fn b4_refused_reload_changes_nothing() {
 
 /// A message quoting a huge value keeps its two ends: the value's start and what was expected.
 #[test]
-fn b4_messages_quoting_huge_values_are_shortened() {
+fn messages_quoting_huge_values_are_shortened() {
     let src = format!("{HEAD}mode: {}\n", "k".repeat(1 << 20));
     let e = Profile::from_yaml(&src).unwrap_err();
     let m = e.message();
@@ -241,7 +240,7 @@ fn b4_messages_quoting_huge_values_are_shortened() {
 
 /// A profile file over the limit is refused after reading one byte more than the limit.
 #[test]
-fn b4_oversized_profile_files_are_refused_unread() {
+fn oversized_profile_files_are_refused_unread() {
     use tollgate::profile::MAX_PROFILE_BYTES;
     let dir = std::env::temp_dir().join(format!("tollgate-b4-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
