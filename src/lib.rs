@@ -22,6 +22,8 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![warn(missing_docs, unsafe_op_in_unsafe_fn)]
+// On docs.rs, every item that needs a feature says which.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod admission;
 mod bucket;
@@ -29,6 +31,7 @@ mod capacity;
 mod config;
 mod decision;
 mod engine;
+pub mod guide;
 mod identity;
 mod limiter;
 #[cfg(feature = "metrics")]
