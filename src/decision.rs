@@ -4,7 +4,7 @@
 
 use core::time::Duration;
 
-pub use crate::profile::CatalogEntry;
+pub(crate) use crate::profile::CatalogEntry;
 use crate::profile::Profile;
 
 /// The answer to one request.

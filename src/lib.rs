@@ -37,7 +37,7 @@ mod limiter;
 #[cfg(feature = "metrics")]
 pub mod observe;
 pub mod profile;
-mod published;
+pub mod published;
 pub mod snapshot;
 mod sync;
 mod table;
@@ -61,12 +61,11 @@ pub mod __loom {
 pub use quanta;
 
 pub use admission::Admission;
-pub use decision::{BucketKind, CatalogEntry, Cause, Decision, Outcome, Remaining};
+pub use decision::{BucketKind, Cause, Decision, Outcome, Remaining};
 pub use engine::Verdict;
 pub use identity::{Key, KeyError, RouteClass, MAX_ID_LEN};
 pub use limiter::{BuildError, Builder, Limiter, Pinned, Refused, KEY_SECRET_ENV};
-pub use profile::{Profile, ProfileError};
-pub use published::{
-    PublishedBucket, PublishedCapacity, PublishedClass, PublishedLimits, PublishedRoute,
-};
-pub use snapshot::{RestoreError, SnapshotError};
+pub use profile::error::ProfileError;
+pub use profile::schema::CatalogEntry;
+pub use profile::schema::Profile;
+pub use published::PublishedLimits;

@@ -23,12 +23,12 @@
 //! ```
 
 mod descriptors;
-mod error;
+pub(crate) mod error;
 mod observability;
 mod ordered_map;
 mod period;
 mod scalars;
-mod schema;
+pub(crate) mod schema;
 mod shape;
 mod validate;
 mod yaml;
@@ -36,7 +36,9 @@ mod yaml;
 pub use descriptors::{
     DescriptorRule, Descriptors, EntryKey, Unmatched, MAX_DESCRIPTOR_RULES, MAX_ENTRY_KEY_LEN,
 };
-pub use error::{ProfileError, ProfileErrorKind};
+pub use error::ProfileErrorKind;
+// One public path each: `tollgate::ProfileError`, `tollgate::Profile`, `tollgate::CatalogEntry`.
+pub(crate) use error::ProfileError;
 pub use observability::{
     Observability, SdkToken, SdkVersions, DEFAULT_NEAR_LIMIT, MAX_SDK_TOKEN_LEN, MAX_SDK_VERSIONS,
 };
@@ -48,9 +50,9 @@ pub use scalars::{
     MAX_WEIGHT,
 };
 pub use schema::{
-    Anonymous, BucketLimit, Catalog, CatalogCode, CatalogEntry, ErrorBudget, Identities, Mode,
-    Profile, RetryAfterPolicy, Route, RouteClassLimits, SharedCapacity, Store, TenantPolicy,
-    DEFAULT_IDENTITY_SHARE,
+    Anonymous, BucketLimit, Catalog, CatalogCode, ErrorBudget, Identities, Mode, RetryAfterPolicy,
+    Route, RouteClassLimits, SharedCapacity, Store, TenantPolicy, DEFAULT_IDENTITY_SHARE,
 };
+pub(crate) use schema::{CatalogEntry, Profile};
 pub use shape::{MAX_PROFILE_ALIAS_NODES, MAX_PROFILE_NESTING};
 pub use yaml::MAX_PROFILE_BYTES;

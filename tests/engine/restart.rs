@@ -6,8 +6,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tollgate::quanta::{Clock, Mock};
+use tollgate::snapshot::RestoreError;
 use tollgate::snapshot::{RestoreStats, SnapshotError};
-use tollgate::{BucketKind, Builder, Decision, Key, Limiter, Profile, RestoreError};
+use tollgate::{BucketKind, Builder, Decision, Key, Limiter, Profile};
 
 const SECRET: &[u8] = b"restart-test-secret";
 
