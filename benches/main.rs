@@ -161,7 +161,7 @@ mod single_threaded {
             .map(|_| rng.gen_range(0..KEYS as u32))
             .collect();
 
-        // Twice as many slots as keys: open addressing wants head room (see README). Real
+        // Twice as many slots as keys: open addressing wants head room (see `docs/guide/performance.md`). Real
         // quotas (the example profile's `read`): each key is hit a few times a second here, so
         // every call is admitted and no identity is ever full (a full one could be reclaimed,
         // which the huge hot-key quotas would cause at once).

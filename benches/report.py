@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Prints the README's benchmark table from criterion's last run (target/criterion).
+"""Prints a benchmark table (as in docs/benchmarks.md) from criterion's last run (target/criterion).
 
-Usage (what made the README's table):
+Usage:
     cargo bench --bench main && cargo bench --bench ffi \
         && cargo bench --bench http_layer && python3 benches/report.py
 Medians in ns per operation. Each ratio divides two medians of the same run.

@@ -2,8 +2,7 @@
 # The loom models, exactly as CI runs them. LOOM_MAX_PREEMPTIONS bounds the preemptions loom
 # explores per execution (2 covers every race in these models between two threads; the
 # three-thread model is bounded by it too). Release mode: loom is slow unoptimised.
-# Times (minutes on 2 shared cores, most of it reload.rs and claim.rs): loom-tests/README.md,
-# "Measured".
+# It takes about 6 minutes on 2 cores, most of it reload.rs and claim.rs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Debug assertions on in release (sharded-slab's bin/loom.sh): the bucket math's and the state

@@ -11,7 +11,7 @@
 #
 # Each row rebuilds tollgate under loom and runs one model, which fails fast when the ordering
 # is needed: about 15 s a row, 5 min in all, after run.sh has built the loom dependencies in the
-# same target dir (measured in loom-tests/README.md). .ci/run runs it after run.sh.
+# same target dir. .ci/run runs it after run.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD

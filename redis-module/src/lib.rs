@@ -3,7 +3,7 @@
 //! (`src/redis/admit.lua`, `refund.lua` in the main crate), on the same keys in the same
 //! encodings and with byte-identical replies, at the cost of a native command instead of a Lua
 //! call. A fleet may mix nodes with and without the module; `RedisLimiter` uses the module's
-//! commands where the server has them (see the main README, "Redis cost").
+//! commands where the server has them (see the guide's Redis chapter, `docs/guide/redis.md`).
 //!
 //! ```text
 //! cargo build --release --manifest-path redis-module/Cargo.toml

@@ -63,7 +63,7 @@ impl Mapping {
     pub fn new(profile: &Profile) -> Result<Mapping, String> {
         let d = profile.descriptors.as_ref().ok_or_else(|| {
             "the profile has no `descriptors:` section: tollgate-server needs its domain and \
-             rules (see the README, \"Behind Envoy\")"
+             rules (see the guide, `tollgate::guide::envoy`)"
                 .to_owned()
         })?;
         let class = |name: &str| {

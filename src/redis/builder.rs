@@ -75,7 +75,7 @@ impl RedisBuilder {
     /// a failover may forget the last admissions the old primary had not yet replicated (a
     /// caller then gets them again). 1 on a Redis Cluster or with Sentinels means a failover
     /// never forgets an admission, at the price of refusing while a shard has no replica. See
-    /// the README's "Failover" for the measured cost of each.
+    /// the guide's Redis chapter (`tollgate::guide::redis`) for what each costs.
     pub fn replica_acks(mut self, replicas: u32) -> Self {
         self.replica_acks = replicas;
         self
@@ -84,7 +84,7 @@ impl RedisBuilder {
     /// Whether to decide with tollgate's Redis module (`redis-module/`: `tollgate.admit`) where
     /// the server has it loaded (default true; looked for at connect). `false` always uses the
     /// Redis function, as on a server without the module. Both make the same decisions on the
-    /// same keys; see the README's "Redis cost".
+    /// same keys; see the guide's Redis chapter (`tollgate::guide::redis`).
     pub fn redis_module(mut self, on: bool) -> Self {
         self.redis_module = on;
         self

@@ -316,7 +316,7 @@ impl RedisLimiter {
     /// reload's instant on the server's clock (as this worker estimates it; for each class the
     /// reload that last changed its emission intervals), or as of the key's last charge if
     /// that is later (a worker still on the old profile charged it); see
-    /// the README's **Reload** for the rule and its bound in a fleet. Every worker must reload
+    /// the guide's Redis chapter (`tollgate::guide::redis`) for the rule and its bound in a fleet. Every worker must reload
     /// the same profile; until then each decides with its own. Clears the deny cache (the new
     /// limits may refill sooner).
     pub fn reload(&self, profile: Profile) -> Result<(), ProfileError> {

@@ -1,5 +1,5 @@
 //! The model of the `rls_request` check: the request bounds and the profile's four rules,
-//! written from the README ("Behind Envoy"), not from the server's code, so that the check
+//! written from the guide (`docs/guide/envoy.md`), not from the server's code, so that the check
 //! compares two readings of the contract.
 
 use tollgate::{Key, RouteClass};
@@ -11,7 +11,7 @@ use tollgate_server::request::{
 
 use super::*;
 
-/// The model's reading of the request bounds (README, "Behind Envoy"; `server/src/request.rs`
+/// The model's reading of the request bounds (the guide, `docs/guide/envoy.md`; `server/src/request.rs`
 /// documents them): is it well formed, and each descriptor's cost.
 pub(super) fn model_costs(req: &RateLimitRequest) -> Option<Vec<u32>> {
     let ok = !req.domain.is_empty()
