@@ -2,30 +2,11 @@
 //! the very function its fuzz target runs (`tollgate_testkit::fuzz::<target>::check`), on stable,
 //! as an ordinary test.
 
-use std::path::Path;
-
 use tollgate_testkit::fuzz;
 
-/// Runs `check` on every file of `fuzz/corpus/<target>/`; the corpus must not be empty.
+/// Runs `check` on every input of `fuzz/corpus/<target>/`; the corpus must not be empty.
 fn replay(target: &str, check: fn(&[u8])) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no corpus in {}", dir.display());
-    for f in files {
-        let data = std::fs::read(&f).unwrap();
-        let name = f.display().to_string();
-        if let Err(e) = std::panic::catch_unwind(|| check(&data)) {
-            eprintln!("corpus file failed: {name}");
-            std::panic::resume_unwind(e);
-        }
-    }
+    fuzz::corpus::replay(target, 1, check);
 }
 
 #[test]
@@ -86,9 +67,8 @@ fn snapshot_format_version_1_is_still_read() {
 }
 
 fn corpus(name: &str) -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fuzz/corpus")
-        .join(name)
+    let (target, file) = name.split_once('/').expect("target/file");
+    fuzz::corpus::dir(target).join(file)
 }
 
 /// Identities a restore of `snapshot` under the fuzz profile puts back.

@@ -5,9 +5,6 @@
 //! Redis function, with tollgate's Redis module (`redis-module/`, built by the harness unless
 //! `TOLLGATE_REDIS_MODULE` names it), and with both alternating on the same keys.
 
-use std::panic::AssertUnwindSafe;
-use std::path::Path;
-
 use tollgate::Outcome;
 use tollgate_testkit::fuzz::redis_differential::{check_counted, Compared, Harness};
 
@@ -27,29 +24,12 @@ fn redis_differential_corpus_module_and_function_mixed() {
 }
 
 fn replay(harness: Harness) {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/redis_differential");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no corpus in {}", dir.display());
     let mut seen = Compared::default();
-    for f in files {
-        let data = std::fs::read(&f).unwrap();
-        let harness = AssertUnwindSafe(&harness);
-        if let Err(e) = std::panic::catch_unwind(move || {
-            let mut one = Compared::default();
-            check_counted(&harness, &data, &mut one);
-            one
-        })
-        .map(|one| add(&mut seen, one))
-        {
-            eprintln!("corpus file failed: {}", f.display());
-            std::panic::resume_unwind(e);
-        }
-    }
+    tollgate_testkit::fuzz::corpus::replay("redis_differential", 1, |data| {
+        let mut one = Compared::default();
+        check_counted(&harness, data, &mut one);
+        add(&mut seen, one);
+    });
     eprintln!("{seen:?}");
     // The seeds reach every kind of answer and every kind of step, whatever the machine's speed.
     for o in [

@@ -391,23 +391,14 @@ mod counted {
 /// watcher reads from Redis, decoded; no server needed).
 #[test]
 fn fleet_message_corpus() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/fleet_message");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(files.len() >= 10, "the seeds are checked in: {files:?}");
-    for f in files {
-        let data = std::fs::read(&f).unwrap();
-        if let Err(e) =
-            std::panic::catch_unwind(|| tollgate_testkit::fuzz::fleet_message::check(&data))
-        {
-            eprintln!("corpus file failed: {}", f.display());
-            std::panic::resume_unwind(e);
-        }
-    }
+    let corpus = tollgate_testkit::fuzz::corpus::replay;
+    corpus(
+        "fleet_message",
+        10,
+        tollgate_testkit::fuzz::fleet_message::check,
+    );
     // The valid seed is accepted (the check alone would also pass if all were refused).
+    let dir = tollgate_testkit::fuzz::corpus::dir("fleet_message");
     let valid = std::fs::read(dir.join("seed-valid")).unwrap();
     let (version, body) = tollgate_testkit::fuzz::fleet_message::fields(&valid);
     let m = tollgate::redis::decode_fleet_message(version, body)

@@ -5,7 +5,6 @@
 //! store a value tollgate can read back.
 
 use std::panic::AssertUnwindSafe;
-use std::path::Path;
 
 use rand::{Rng, SeedableRng};
 use tollgate_testkit::fuzz::redis_module_calls::{check_counted, Called, Harness};
@@ -36,17 +35,7 @@ fn replay(harness: &Harness, inputs: impl Iterator<Item = (String, Vec<u8>)>) ->
 #[test]
 fn the_module_survives_its_corpus() {
     let harness = Harness::start();
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fuzz/corpus/redis_module_calls");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.is_file())
-        .collect();
-    files.sort();
-    assert!(!files.is_empty(), "no corpus in {}", dir.display());
-    let inputs = files
-        .into_iter()
-        .map(|f| (f.display().to_string(), std::fs::read(&f).unwrap()));
+    let inputs = tollgate_testkit::fuzz::corpus::inputs("redis_module_calls", 1).into_iter();
     let seen = replay(&harness, inputs);
     eprintln!("{seen:?}");
     assert!(seen.charged > 0 && seen.refused > 0 && seen.wrong_type > 0 && seen.getkeys > 0);

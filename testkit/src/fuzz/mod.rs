@@ -4,6 +4,7 @@
 
 pub mod admit_sequence;
 mod bytes;
+pub mod corpus;
 pub mod ffi_calls;
 #[cfg(feature = "redis")]
 pub mod fleet_message;
