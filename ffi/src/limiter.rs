@@ -2,7 +2,7 @@
 
 use core::ffi::c_char;
 
-use tollgate::{BuildError, Decision, Key, Limiter, Profile};
+use tollgate::{BuildError, Key, Limiter, Profile};
 
 use crate::args::{ip_arg, out_arg, str_arg};
 use crate::cast::{borrow, free_boxed, into_boxed_ptr};
@@ -130,15 +130,15 @@ pub unsafe extern "C" fn tg_admit(
     route_class: u32,
     out: *mut tg_decision,
 ) -> tg_result {
-    // SAFETY: 1. The caller's guarantees are those of `admit_authenticated`.
+    // SAFETY: 1. The caller's guarantees are those of `on_authenticated_key`.
     unsafe {
-        admit_authenticated(
+        on_authenticated_key(
             limiter,
             (tenant, tenant_len),
             (principal, principal_len),
             route_class,
             out,
-            |l, k| l.admit(k),
+            |h, k| h.decision(h.limiter.admit(k)),
         )
     }
 }
@@ -162,15 +162,15 @@ pub unsafe extern "C" fn tg_admit_n(
     n: u32,
     out: *mut tg_decision,
 ) -> tg_result {
-    // SAFETY: 1. The caller's guarantees are those of `admit_authenticated`.
+    // SAFETY: 1. The caller's guarantees are those of `on_authenticated_key`.
     unsafe {
-        admit_authenticated(
+        on_authenticated_key(
             limiter,
             (tenant, tenant_len),
             (principal, principal_len),
             route_class,
             out,
-            |l, k| l.admit_n(k, n),
+            |h, k| h.decision(h.limiter.admit_n(k, n)),
         )
     }
 }
@@ -188,10 +188,10 @@ pub unsafe extern "C" fn tg_admit_anonymous_n(
     n: u32,
     out: *mut tg_decision,
 ) -> tg_result {
-    // SAFETY: 1. The caller's guarantees are those of `admit_anonymous`.
+    // SAFETY: 1. The caller's guarantees are those of `on_anonymous_key`.
     unsafe {
-        admit_anonymous(limiter, ip, ip_len, route_class, out, |l, k| {
-            l.admit_n(k, n)
+        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k| {
+            h.decision(h.limiter.admit_n(k, n))
         })
     }
 }
@@ -211,28 +211,33 @@ pub unsafe extern "C" fn tg_admit_anonymous(
     route_class: u32,
     out: *mut tg_decision,
 ) -> tg_result {
-    // SAFETY: 1. The caller's guarantees are those of `admit_anonymous`.
-    unsafe { admit_anonymous(limiter, ip, ip_len, route_class, out, |l, k| l.admit(k)) }
+    // SAFETY: 1. The caller's guarantees are those of `on_anonymous_key`.
+    unsafe {
+        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k| {
+            h.decision(h.limiter.admit(k))
+        })
+    }
 }
 
-/// The body of `tg_admit` and `tg_admit_n`: every argument checked, then `decide` on the key.
+/// The body of `tg_admit`, `tg_admit_n` and `tg_pin`: every argument checked, then `f` on the
+/// handle and the key, and what it makes written to `*out`.
 ///
 /// # Safety
-/// As `tg_admit`.
+/// As `tg_admit`, with `out` NULL or valid for a write of one `T`.
 #[inline(always)]
-unsafe fn admit_authenticated(
+pub(crate) unsafe fn on_authenticated_key<T>(
     limiter: *const tg_limiter,
     (tenant, tenant_len): (*const c_char, usize),
     (principal, principal_len): (*const c_char, usize),
     route_class: u32,
-    out: *mut tg_decision,
-    decide: impl FnOnce(&Limiter, &Key<'_>) -> Decision,
+    out: *mut T,
+    f: impl FnOnce(&Handle, &Key<'_>) -> T,
 ) -> tg_result {
     panic_boundary(|| {
         // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
         let handle = unsafe { borrow(limiter) }?;
         // SAFETY: 1. `tenant` and `principal` are valid for their lengths during this call
-        // (caller's contract); the key borrows them only until `decide` returns.
+        // (caller's contract); the key borrows them only until `f` returns.
         let (tenant, principal) = unsafe {
             (
                 str_arg(tenant, tenant_len)?,
@@ -241,25 +246,25 @@ unsafe fn admit_authenticated(
         };
         let out = out_arg(out)?;
         let key = Key::authenticated(tenant, principal, handle.class(route_class)?)?;
-        let decision = handle.decision(decide(&handle.limiter, &key));
+        let made = f(handle, &key);
         // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(decision) };
+        unsafe { out.write(made) };
         Ok(())
     })
 }
 
-/// The body of `tg_admit_anonymous` and `tg_admit_anonymous_n`.
+/// The body of `tg_admit_anonymous`, `tg_admit_anonymous_n` and `tg_pin_anonymous`.
 ///
 /// # Safety
-/// As `tg_admit_anonymous`.
+/// As `tg_admit_anonymous`, with `out` NULL or valid for a write of one `T`.
 #[inline(always)]
-unsafe fn admit_anonymous(
+pub(crate) unsafe fn on_anonymous_key<T>(
     limiter: *const tg_limiter,
     ip: *const u8,
     ip_len: usize,
     route_class: u32,
-    out: *mut tg_decision,
-    decide: impl FnOnce(&Limiter, &Key<'_>) -> Decision,
+    out: *mut T,
+    f: impl FnOnce(&Handle, &Key<'_>) -> T,
 ) -> tg_result {
     panic_boundary(|| {
         // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
@@ -268,9 +273,9 @@ unsafe fn admit_anonymous(
         let peer = unsafe { ip_arg(ip, ip_len) }?;
         let out = out_arg(out)?;
         let key = Key::anonymous(peer, handle.class(route_class)?);
-        let decision = handle.decision(decide(&handle.limiter, &key));
+        let made = f(handle, &key);
         // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(decision) };
+        unsafe { out.write(made) };
         Ok(())
     })
 }

@@ -4,10 +4,11 @@
 
 use core::ffi::c_char;
 
-use tollgate::{Key, Pinned};
+use tollgate::Pinned;
 
-use crate::args::{ip_arg, out_arg, str_arg};
+use crate::args::out_arg;
 use crate::cast::{borrow, free_boxed, into_boxed_ptr, Castable, OwnershipBox};
+use crate::limiter::{on_anonymous_key, on_authenticated_key};
 use crate::panic::panic_boundary;
 use crate::{tg_decision, tg_limiter, tg_result};
 
@@ -40,24 +41,17 @@ pub unsafe extern "C" fn tg_pin(
     route_class: u32,
     out: *mut *mut tg_pinned,
 ) -> tg_result {
-    panic_boundary(|| {
-        // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
-        let handle = unsafe { borrow(limiter) }?;
-        // SAFETY: 1. `tenant` and `principal` are valid for their lengths during this call
-        // (caller's contract); the pin keeps neither.
-        let (tenant, principal) = unsafe {
-            (
-                str_arg(tenant, tenant_len)?,
-                str_arg(principal, principal_len)?,
-            )
-        };
-        let out = out_arg(out)?;
-        let key = Key::authenticated(tenant, principal, handle.class(route_class)?)?;
-        let pin = into_boxed_ptr::<tg_pinned>(handle.limiter.pin(&key));
-        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(pin) };
-        Ok(())
-    })
+    // SAFETY: 1. The caller's guarantees are those of `on_authenticated_key`.
+    unsafe {
+        on_authenticated_key(
+            limiter,
+            (tenant, tenant_len),
+            (principal, principal_len),
+            route_class,
+            out,
+            |h, k| into_boxed_ptr::<tg_pinned>(h.limiter.pin(k)),
+        )
+    }
 }
 
 /// As `tg_pin`, for an unauthenticated caller keyed by its network prefix (as
@@ -74,18 +68,12 @@ pub unsafe extern "C" fn tg_pin_anonymous(
     route_class: u32,
     out: *mut *mut tg_pinned,
 ) -> tg_result {
-    panic_boundary(|| {
-        // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
-        let handle = unsafe { borrow(limiter) }?;
-        // SAFETY: 1. `ip` is valid for `ip_len` bytes during this call (caller's contract).
-        let peer = unsafe { ip_arg(ip, ip_len) }?;
-        let out = out_arg(out)?;
-        let key = Key::anonymous(peer, handle.class(route_class)?);
-        let pin = into_boxed_ptr::<tg_pinned>(handle.limiter.pin(&key));
-        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(pin) };
-        Ok(())
-    })
+    // SAFETY: 1. The caller's guarantees are those of `on_anonymous_key`.
+    unsafe {
+        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k| {
+            into_boxed_ptr::<tg_pinned>(h.limiter.pin(k))
+        })
+    }
 }
 
 /// Decides one request of a pinned caller, charging it if admitted: the decision `tg_admit`

@@ -26,7 +26,7 @@ use clap::Parser;
 use tollgate::http::admin::{AdminToken, ADMIN_TOKEN_ENV};
 use tollgate::{Limiter, Profile};
 use tollgate_gateway::app;
-use tollgate_ops::flags::{ListenerFlags, StateFlags};
+use tollgate_ops::flags::{listen, Listen, ListenerFlags, StateFlags};
 use tollgate_ops::{shutdown, state, Protocol};
 
 /// tollgate's demo gateway: a small API behind tollgate, with metrics and an admin endpoint on
@@ -39,7 +39,7 @@ struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
     /// The operators' listener (metrics, admin), or `off`.
-    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:9090", value_parser = addr_or_off)]
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:9090", value_parser = listen)]
     operator_listen: Listen,
     /// The profile (YAML), reloaded on SIGHUP and when it changes.
     #[arg(
@@ -61,20 +61,6 @@ struct Args {
     state: StateFlags,
     #[command(flatten)]
     listeners: ListenerFlags,
-}
-
-/// `--operator-listen`: an address, or `off`.
-#[derive(Clone, Copy, Debug)]
-struct Listen(Option<SocketAddr>);
-
-fn addr_or_off(s: &str) -> Result<Listen, String> {
-    match s {
-        "off" => Ok(Listen(None)),
-        a => a
-            .parse()
-            .map(|a| Listen(Some(a)))
-            .map_err(|e| format!("{a}: {e}")),
-    }
 }
 
 fn fail(what: &str, e: &dyn std::fmt::Display) -> ! {

@@ -23,6 +23,21 @@ pub fn duration(s: &str) -> Result<Duration, String> {
     Period::parse(s).map(Period::get).map_err(|e| e.to_string())
 }
 
+/// An address flag that may be `off` (no such listener).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Listen(pub Option<std::net::SocketAddr>);
+
+/// Parses a [`Listen`]: an address, or `off`.
+pub fn listen(s: &str) -> Result<Listen, String> {
+    match s {
+        "off" => Ok(Listen(None)),
+        a => a
+            .parse()
+            .map(|a| Listen(Some(a)))
+            .map_err(|e| format!("{a}: {e}")),
+    }
+}
+
 /// A count flag: a whole number of at least 1.
 fn count(s: &str) -> Result<usize, String> {
     match s.parse::<usize>() {

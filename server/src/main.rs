@@ -17,7 +17,7 @@ use clap::{Parser, Subcommand};
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpListener;
 use tollgate::{Limiter, Profile};
-use tollgate_ops::flags::{ListenerFlags, StateFlags};
+use tollgate_ops::flags::{listen, Listen, ListenerFlags, StateFlags};
 use tollgate_ops::shutdown::terminated;
 use tollgate_ops::state;
 use tollgate_server::admin::{Admin, AdminToken, FollowingFleet};
@@ -55,8 +55,8 @@ struct Args {
     #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8081")]
     grpc: SocketAddr,
     /// The HTTP listener (health, metrics, the discovery document, admin), or `off`.
-    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:8080", value_parser = http_addr)]
-    http: HttpAddr,
+    #[arg(long, value_name = "ADDR|off", default_value = "127.0.0.1:8080", value_parser = listen)]
+    http: Listen,
     /// State in Redis, shared by several servers (redis://, rediss://, redis+cluster://,
     /// redis+sentinel://).
     #[arg(long, value_name = "URL")]
@@ -83,20 +83,6 @@ struct Args {
     fleet_keys: Vec<String>,
     #[command(flatten)]
     listeners: ListenerFlags,
-}
-
-/// `--http`: an address, or `off` for no HTTP listener.
-#[derive(Clone, Copy, Debug)]
-struct HttpAddr(Option<SocketAddr>);
-
-fn http_addr(s: &str) -> Result<HttpAddr, String> {
-    match s {
-        "off" => Ok(HttpAddr(None)),
-        a => a
-            .parse()
-            .map(|a| HttpAddr(Some(a)))
-            .map_err(|e| format!("{a}: {e}")),
-    }
 }
 
 impl Args {

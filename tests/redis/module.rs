@@ -80,29 +80,32 @@ async fn decide(
     keys: &[&str],
     args: &[&str],
 ) -> ::redis::RedisResult<Value> {
-    let mut q = if module {
-        cmd("tollgate.admit")
-    } else {
-        let mut q = cmd("FCALL");
-        q.arg("a").arg(keys.len());
-        q
-    };
-    q.arg(keys).arg(args).query_async(c).await
+    call(c, module, ("tollgate.admit", "a"), keys, args).await
 }
 
-/// Runs one refund by the module (`tollgate.refund keys.. args..`) or the function
-/// (`FCALL r numkeys keys.. args..`).
+/// Runs one refund by the module (`tollgate.refund ..`) or the function (`FCALL r ..`).
 async fn refund(
     c: &mut MultiplexedConnection,
     module: bool,
     keys: &[&str],
     args: &[&str],
 ) -> ::redis::RedisResult<Value> {
+    call(c, module, ("tollgate.refund", "r"), keys, args).await
+}
+
+/// The module's `command`, or the function library's entry of the same step.
+async fn call(
+    c: &mut MultiplexedConnection,
+    module: bool,
+    (command, function): (&str, &str),
+    keys: &[&str],
+    args: &[&str],
+) -> ::redis::RedisResult<Value> {
     let mut q = if module {
-        cmd("tollgate.refund")
+        cmd(command)
     } else {
         let mut q = cmd("FCALL");
-        q.arg("r").arg(keys.len());
+        q.arg(function).arg(keys.len());
         q
     };
     q.arg(keys).arg(args).query_async(c).await
@@ -556,15 +559,19 @@ async fn replicas_and_the_aof_get_the_writes() {
         "--dir",
         replica_dir.to_str().unwrap(),
     ]);
-    for _ in 0..100 {
-        if replica
+    // The writes below must reach the replica through the command stream, not through the
+    // first full sync: wait for the link (a busy machine can take seconds to fork the RDB).
+    let linked = async {
+        while !replica
             .cmd(&["INFO", "replication"])
             .contains("master_link_status:up")
         {
-            break;
+            tokio::time::sleep(Duration::from_millis(50)).await;
         }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    };
+    tokio::time::timeout(Duration::from_secs(60), linked)
+        .await
+        .expect("the replica links to the primary within a minute");
     let p = Profile::from_yaml(
         "name: r\nidentities: { capacity: 64 }\nroute_classes:\n  w:\n    \
          burst: { tokens: 5, per: 1s }\n    sustained: { tokens: 100, per: 1h }\n\
