@@ -39,6 +39,9 @@ pub(crate) struct ClassConfig {
     /// (the Redis backend compares in its own microseconds).
     #[cfg_attr(not(feature = "redis"), allow(dead_code))]
     pub(crate) near_limit_tokens: u64,
+    /// The class's leases (Redis backend): the largest, in tokens, and how long one is spent.
+    #[cfg_attr(not(feature = "redis"), allow(dead_code))]
+    pub(crate) lease: Option<(u32, Duration)>,
 }
 
 /// Everything a decision reads, for one profile.
@@ -248,6 +251,11 @@ impl Config {
                     limits,
                     history: [limits; EPOCHS],
                     shadow: l.mode.unwrap_or(profile.mode) == Mode::Shadow,
+                    // max_tokens is at most a bucket's tokens and a shard's slots (2^24).
+                    lease: l.lease.map(|p| {
+                        let most = u32::try_from(p.max_tokens.get()).unwrap_or(u32::MAX);
+                        (most, p.ttl.get())
+                    }),
                 }
             })
             .collect();

@@ -100,6 +100,7 @@ pub(crate) fn interned_policy(limits: &RouteClassLimits) -> &'static Policy {
                 header: HeaderValue::from_static(text),
                 limits: RouteClassLimits {
                     mode: None,
+                    lease: None,
                     ..*limits
                 },
             }));
@@ -204,6 +205,7 @@ mod tests {
         // The same buckets, whatever the mode: the same copy (the headers do not depend on it).
         let shadow = RouteClassLimits {
             mode: Some(Mode::Shadow),
+            lease: None,
             ..limits(7, 700)
         };
         assert!(core::ptr::eq(a, interned_policy(&shadow)));

@@ -50,8 +50,9 @@ pub use scalars::{
     MAX_WEIGHT,
 };
 pub use schema::{
-    Anonymous, BucketLimit, Catalog, CatalogCode, ErrorBudget, Identities, Mode, RetryAfterPolicy,
-    Route, RouteClassLimits, SharedCapacity, Store, TenantPolicy, DEFAULT_IDENTITY_SHARE,
+    Anonymous, BucketLimit, Catalog, CatalogCode, ErrorBudget, Identities, LeasePolicy, Mode,
+    RetryAfterPolicy, Route, RouteClassLimits, SharedCapacity, Store, TenantPolicy,
+    DEFAULT_IDENTITY_SHARE,
 };
 pub(crate) use schema::{CatalogEntry, Profile};
 pub use shape::{MAX_PROFILE_ALIAS_NODES, MAX_PROFILE_NESTING};

@@ -229,6 +229,24 @@ pub struct RouteClassLimits {
     pub burst: BucketLimit,
     /// The long-period bucket.
     pub sustained: BucketLimit,
+    /// Leased tokens (Redis backend): a worker takes up to `max_tokens` of an identity's
+    /// tokens from the store in one call and spends them locally for at most `ttl`. No effect
+    /// on the embedded limiter, whose every decision is local already.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lease: Option<LeasePolicy>,
+}
+
+/// `lease: { max_tokens, ttl }` of a route class: how many of an identity's tokens one worker
+/// may take from the store ahead of need, and for how long it may spend them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeasePolicy {
+    /// The largest lease, at most the class's smaller bucket (and, with shared capacity, the
+    /// shard's slots per window). Leases start at one token and grow toward it.
+    pub max_tokens: Tokens,
+    /// How long a lease may be spent after its tokens were taken, at most the burst's `per`:
+    /// then its unspent rest goes back to the store.
+    pub ttl: Period,
 }
 
 /// `{ tokens, per }`: capacity `tokens`, refilling `tokens` per `per`.

@@ -47,6 +47,7 @@ impl Profile {
         }
         self.check_routes()?;
         self.check_shares()?;
+        self.check_leases()?;
         if let Some(d) = &self.descriptors {
             d.check(
                 |c| self.route_classes.get(c).is_some(),
@@ -80,6 +81,45 @@ impl Profile {
                 "max",
                 &max.to_string(),
             );
+        }
+        Ok(())
+    }
+
+    /// A lease larger than a bucket (or than a shard's slots) could never be taken whole, and
+    /// one spent longer than the burst's period would stretch the burst: both refused.
+    fn check_leases(&self) -> Result<(), Refusal> {
+        for (name, class) in self.route_classes.iter() {
+            let Some(lease) = class.lease else { continue };
+            let tokens = lease.max_tokens.get();
+            let mut most = class.burst.tokens.get().min(class.sustained.tokens.get());
+            let mut what = "the class's smaller bucket";
+            if let Some(sc) = &self.shared_capacity {
+                if sc.slots_per_window.get() < most {
+                    most = sc.slots_per_window.get();
+                    what = "shared_capacity.slots_per_window";
+                }
+            }
+            if tokens > most {
+                return refuse(
+                    format!(
+                        "route_classes.{name}.lease.max_tokens: invalid value {tokens}, expected \
+                         at most {most} ({what})"
+                    ),
+                    "max_tokens",
+                    &tokens.to_string(),
+                );
+            }
+            let (ttl, per) = (lease.ttl, class.burst.per);
+            if ttl.get() > per.get() {
+                return refuse(
+                    format!(
+                        "route_classes.{name}.lease.ttl: invalid value {ttl}, expected at most \
+                         the burst's per ({per})"
+                    ),
+                    "ttl",
+                    &ttl.to_string(),
+                );
+            }
         }
         Ok(())
     }

@@ -1,14 +1,15 @@
 //! Connecting: the builder and the key secret.
 
 use core::time::Duration;
-#[cfg(feature = "metrics")]
 use std::sync::Arc;
 use std::time::Instant;
 
 use super::connect_error::ConnectError;
 use super::connection::Connection;
 use super::deny::DenyCache;
+use super::lease::Leases;
 use super::script::Store;
+use super::telemetry::LeaseMetrics;
 use super::topology::Topology;
 use super::RedisLimiter;
 use crate::engine::{random_secret, Engine, ObserveOptions};
@@ -139,11 +140,24 @@ impl RedisBuilder {
         if secret.is_empty() {
             return Err(ConnectError::EmptySecret);
         }
+        let identities = self.profile.identities.capacity.get() as usize;
+        let store = Arc::new(Store::new(conn, self.prefix, self.margin, self.redis_module).await?);
+        let leases = Arc::new(Leases::new(identities));
+        let (lease_metrics, started) = (LeaseMetrics::new(), Instant::now());
+        tokio::spawn(super::sweep(
+            Arc::downgrade(&leases),
+            store.clone(),
+            lease_metrics.clone(),
+            started,
+        ));
         Ok(RedisLimiter {
             engine: Engine::new(self.profile, &secret, self.observe),
-            store: Store::new(conn, self.prefix, self.margin, self.redis_module).await?,
+            store,
+            leases,
+            lease_metrics,
+            runtime: tokio::runtime::Handle::current(),
             deny: (self.deny_cache > 0).then(|| DenyCache::new(self.deny_cache)),
-            started: Instant::now(),
+            started,
             metrics: super::telemetry::StoreMetrics::new(),
             subscribe_url: topology.subscribe_url(),
         })

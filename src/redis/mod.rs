@@ -131,6 +131,7 @@ mod fleet;
 mod fleet_message;
 mod fleet_signature;
 mod fleet_watch;
+mod lease;
 mod program;
 mod script;
 mod sentinel;
@@ -144,17 +145,25 @@ pub use fleet_message::{decode as decode_fleet_message, FleetMessage, MessageErr
 pub use fleet_signature::{FleetSigningKey, FleetVerifyingKey, KeyError, SignatureError, Signed};
 pub use fleet_watch::{FleetTarget, FleetWatch, DEFAULT_POLL};
 
+use crate::config::Config;
 use deny::DenyCache;
-use script::Store;
-use telemetry::StoreMetrics;
+use lease::{Grant, Leases, Spend, Unspent};
+use script::{Answer, Owner, Store};
+use telemetry::{LeaseMetrics, Return, StoreMetrics};
 
 /// A limiter whose buckets and shard slots live in Redis, shared by every worker that connects
 /// with the same profile. `Send + Sync`; clone nothing, share it by `&` or `Arc`.
 pub struct RedisLimiter {
     /// Config, hasher, reload, shadow mode, metrics: what the embedded limiter shares.
     engine: Engine,
-    /// Where this backend keeps bucket and capacity state.
-    store: Store,
+    /// Where this backend keeps bucket and capacity state (shared with the tasks that give
+    /// leased tokens back).
+    store: Arc<Store>,
+    /// The leases this worker holds (route classes with `lease:`).
+    leases: Arc<Leases>,
+    lease_metrics: LeaseMetrics,
+    /// Where leased tokens are given back from when no caller waits for it (a reload, drop).
+    runtime: tokio::runtime::Handle,
     /// Throttles this worker answers without a round trip, if enabled.
     deny: Option<DenyCache>,
     /// Time zero of the error budget's windows (feature `metrics`), on this worker's clock.
@@ -232,7 +241,7 @@ impl RedisLimiter {
     /// [`RedisLimiter::admit_n`], also telling what the profile computed when shadow mode let a
     /// refused request through.
     pub async fn evaluate_n(&self, key: &Key<'_>, n: u32) -> Verdict {
-        self.decide_n_traced(key, n).await.0
+        self.decide_n_traced(key, n, true).await.0
     }
 
     /// [`RedisLimiter::evaluate_n`] and the server time the script decided at (`None` when no
@@ -240,12 +249,17 @@ impl RedisLimiter {
     /// model on the server's clock (feature `test-util`).
     #[cfg(feature = "test-util")]
     pub async fn evaluate_n_traced(&self, key: &Key<'_>, n: u32) -> (Verdict, Option<u64>) {
-        self.decide_n_traced(key, n).await
+        self.decide_n_traced(key, n, true).await
     }
 
     /// [`RedisLimiter::evaluate_n`] and the server time it decided at: what `admit_all`'s
-    /// refunds need.
-    pub(crate) async fn decide_n_traced(&self, key: &Key<'_>, n: u32) -> (Verdict, Option<u64>) {
+    /// refunds need (it decides without leases: `leased` false).
+    pub(crate) async fn decide_n_traced(
+        &self,
+        key: &Key<'_>,
+        n: u32,
+        leased: bool,
+    ) -> (Verdict, Option<u64>) {
         let cfg = self.engine.config.load_full();
         if n > 0 {
             if let Err(bucket) = cfg.class(key.class).limits.cost(n) {
@@ -265,24 +279,26 @@ impl RedisLimiter {
                 );
             }
         }
-        self.decide_n(key, n).await
+        self.decide_n(key, n, leased).await
     }
 
     /// Admits every `(key, n)` in order, or none, as [`Limiter::admit_all`] does: at the first
     /// refusal, each item admitted before it is given back with one call of a refund script
     /// (exact for the buckets; its shard slots while their window lasts). One round trip per
-    /// item decided, plus one per refund.
+    /// item decided, plus one per refund. Leases are not used: each item is the store's.
     pub async fn admit_all(&self, items: &[(Key<'_>, u32)]) -> Result<(), crate::Refused> {
         // (item, server time) of each charge made so far.
         let mut charged: Vec<(usize, u64)> = Vec::new();
         for (index, (key, n)) in items.iter().enumerate() {
-            let (verdict, now) = self.decide_n_traced(key, *n).await;
+            let (verdict, now) = self.decide_n_traced(key, *n, false).await;
             if !verdict.decision.is_admit() {
                 let cfg = self.engine.config.load_full();
                 for &(i, now) in &charged {
                     let (key, n) = &items[i];
                     let digests = self.engine.hasher.digests(key);
-                    self.store.refund(&cfg, key, digests, *n, now).await;
+                    self.store
+                        .refund(&cfg, Owner::of(key), digests, *n, now)
+                        .await;
                 }
                 return Err(crate::Refused {
                     index,
@@ -341,7 +357,41 @@ impl RedisLimiter {
         if let Some(deny) = &self.deny {
             deny.clear();
         }
+        // Leases were charged under the old profile: their rest goes back (a decision that
+        // finds one of them left gives it back too).
+        self.give_back_later(self.leases.drain(), Return::Reload);
         Ok(())
+    }
+
+    /// Gives every leased token not yet spent back to the store and waits for it: how many
+    /// went back (a refund the store does not answer within `store.timeout` leaves its tokens
+    /// charged until the buckets refill). Call it before a worker stops; the limiter stays
+    /// usable (later decisions take new leases). Dropping the limiter gives them back too, on
+    /// the runtime it connected on, without waiting.
+    pub async fn return_leases(&self) -> u64 {
+        give_back(
+            &self.store,
+            self.leases.drain(),
+            Return::Shutdown,
+            &self.lease_metrics,
+        )
+        .await
+    }
+
+    /// Gives `back` to the store from a task of the limiter's runtime.
+    fn give_back_later(&self, back: Vec<Unspent>, why: Return) {
+        if back.is_empty() {
+            return;
+        }
+        let (store, metrics) = (self.store.clone(), self.lease_metrics.clone());
+        self.runtime.spawn(async move {
+            give_back(&store, back, why, &metrics).await;
+        });
+    }
+
+    /// This worker's clock for leases: ns since the limiter connected.
+    fn local_now(&self) -> u64 {
+        self.started.elapsed().as_nanos() as u64
     }
 
     /// What decides in Redis: `"module"` (tollgate's Redis module, `tollgate.admit`),
@@ -363,13 +413,13 @@ impl RedisLimiter {
     /// The decision against the state in Redis (or the deny cache); a charging one is concluded
     /// by the engine (metrics, shadow mode), a peek only gets the shadow rule.
     async fn decide(&self, key: &Key<'_>, charge: bool) -> (Verdict, Option<u64>) {
-        self.decide_cost(key, charge, 1, charge).await
+        self.decide_cost(key, charge, 1, charge, true).await
     }
 
     /// [`RedisLimiter::decide`] for a cost of `n` (0: checked as for one token, charged
     /// nothing, and concluded like a charge). The caller refused a cost larger than a bucket.
-    async fn decide_n(&self, key: &Key<'_>, n: u32) -> (Verdict, Option<u64>) {
-        self.decide_cost(key, n > 0, n.max(1), true).await
+    async fn decide_n(&self, key: &Key<'_>, n: u32, leased: bool) -> (Verdict, Option<u64>) {
+        self.decide_cost(key, n > 0, n.max(1), true, leased).await
     }
 
     async fn decide_cost(
@@ -378,42 +428,20 @@ impl RedisLimiter {
         charge: bool,
         n: u32,
         conclude: bool,
+        leased: bool,
     ) -> (Verdict, Option<u64>) {
         let cfg = self.engine.config.load_full();
-        let shadow = cfg.class(key.class).shadow;
-        let (digest, tenant) = self.engine.hasher.digests(key);
-        // The deny cache knows one token does not fit: neither does more, but a wait for more
-        // is longer than the one cached, so a larger cost asks the store for its exact wait
-        // (and its throttle, about `n` tokens, is not one to cache).
-        let deny = self.deny.as_ref().filter(|_| n == 1);
-        let (computed, now, near) = match deny.and_then(|d| d.get(digest)) {
-            Some(cached) => {
-                self.metrics.deny_hit();
-                (cached, None, false)
+        let class = cfg.class(key.class);
+        let shadow = class.shadow;
+        let digests = self.engine.hasher.digests(key);
+        let (computed, answer) = match class.lease.filter(|_| leased) {
+            Some((most, ttl)) => {
+                self.decide_leased(&cfg, key, digests, charge, n, (most, ttl))
+                    .await
             }
-            None => {
-                let sent = Instant::now();
-                let result = self
-                    .store
-                    .call(&cfg, key, (digest, tenant), charge, n)
-                    .await;
-                self.metrics.call(result.err(), sent.elapsed());
-                match result {
-                    Ok((decision, now, near)) => (decision, Some(now), near),
-                    Err(_) => (script::STORE_UNAVAILABLE, None, false),
-                }
-            }
+            None => self.ask_store(&cfg, key, digests, charge, n).await,
         };
-        if let (
-            Some(deny),
-            Decision::Throttle {
-                retry_after,
-                bucket,
-            },
-        ) = (deny, computed)
-        {
-            deny.insert(digest, retry_after, bucket);
-        }
+        let (now, near) = (answer.map(|a| a.now), answer.is_some_and(|a| a.near));
         let verdict = if conclude {
             let elapsed = self.started.elapsed().as_nanos() as u64;
             if near {
@@ -426,6 +454,156 @@ impl RedisLimiter {
             Verdict::of(shadow, computed)
         };
         (verdict, now)
+    }
+
+    /// One decision of cost `n` by the store (charged if `charge`), or by the deny cache when
+    /// it knows one token does not fit: neither does more, but a wait for more is longer than
+    /// the one cached, so a larger cost asks the store for its exact wait (and its throttle,
+    /// about `n` tokens, is not one to cache). The store's answer, if it gave one.
+    async fn ask_store(
+        &self,
+        cfg: &Config,
+        key: &Key<'_>,
+        digests: (crate::identity::Digest, crate::identity::Digest),
+        charge: bool,
+        n: u32,
+    ) -> (Decision, Option<Answer>) {
+        let deny = self.deny.as_ref().filter(|_| n == 1);
+        if let Some(cached) = deny.and_then(|d| d.get(digests.0)) {
+            self.metrics.deny_hit();
+            return (cached, None);
+        }
+        let sent = Instant::now();
+        let result = self.store.call(cfg, key, digests, charge, n).await;
+        self.metrics.call(result.err(), sent.elapsed());
+        let Ok(answer) = result else {
+            return (script::STORE_UNAVAILABLE, None);
+        };
+        if let (
+            Some(deny),
+            Decision::Throttle {
+                retry_after,
+                bucket,
+            },
+        ) = (deny, answer.decision)
+        {
+            deny.insert(digests.0, retry_after, bucket);
+        }
+        (answer.decision, Some(answer))
+    }
+
+    /// A decision on a class with leases (see `lease.rs`): spent from the lease in hand, or
+    /// the store asked for a new one of at least `n` tokens (a refused larger lease is asked
+    /// again for `n` alone, the request's exact decision). `most` and `ttl` are the class's.
+    async fn decide_leased(
+        &self,
+        cfg: &Arc<Config>,
+        key: &Key<'_>,
+        digests: (crate::identity::Digest, crate::identity::Digest),
+        charge: bool,
+        n: u32,
+        (most, ttl): (u32, Duration),
+    ) -> (Decision, Option<Answer>) {
+        let digest = digests.0;
+        let sent = self.local_now();
+        if !charge {
+            if self.leases.holds(digest, sent, cfg) {
+                return (Decision::Admit, None);
+            }
+            return self.ask_store(cfg, key, digests, false, n).await;
+        }
+        let size = match self.leases.spend(digest, n, sent, cfg) {
+            Spend::Local => {
+                self.lease_metrics.decision(true);
+                return (Decision::Admit, None);
+            }
+            Spend::Store { size, back } => {
+                self.give_back_later(back.into_iter().collect(), Return::Expiry);
+                size
+            }
+        };
+        self.lease_metrics.decision(false);
+        // `most` is at most either bucket (the profile's check), so a lease of it fits one call.
+        let want = size.max(n);
+        let (mut decision, mut answer) = self.ask_store(cfg, key, digests, true, want).await;
+        let mut took = want;
+        if want > n && answer.is_some_and(|a| !a.decision.is_admit()) {
+            // Until the wait for the larger lease has passed, leases are one token.
+            let wait = decision.retry_after().unwrap_or(ttl);
+            self.leases
+                .refused(digest, sent.saturating_add(wait.as_nanos() as u64));
+            (decision, answer) = self.ask_store(cfg, key, digests, true, n).await;
+            took = n;
+        }
+        if let Some(a) = answer.filter(|a| a.decision.is_admit()) {
+            self.lease_metrics.granted(took);
+            let grant = Grant {
+                owner: Owner::of(key),
+                tenant: digests.1,
+                took,
+                spent: n,
+                burst_left: a.burst_left,
+                most,
+                expires: lease::expiry(sent, ttl, a.now, Store::window_end(cfg, a.now)),
+                ttl: ttl.as_nanos() as u64,
+                at: a.now,
+            };
+            let evicted = self.leases.granted(digest, grant, self.local_now(), cfg);
+            self.give_back_later(evicted.into_iter().collect(), Return::Eviction);
+        }
+        (decision, answer)
+    }
+}
+
+/// Gives `back` to the store, the refunds in flight together: the tokens that went back.
+async fn give_back(
+    store: &Arc<Store>,
+    back: Vec<Unspent>,
+    why: Return,
+    metrics: &LeaseMetrics,
+) -> u64 {
+    let mut calls = tokio::task::JoinSet::new();
+    for u in back {
+        let store = store.clone();
+        calls.spawn(async move {
+            let ok = store
+                .refund(&u.cfg, u.owner, (u.digest, u.tenant), u.n, u.at)
+                .await;
+            (u.n, ok)
+        });
+    }
+    let mut returned = 0;
+    while let Some(done) = calls.join_next().await {
+        if let Ok((n, ok)) = done {
+            metrics.returned(why, n, ok);
+            returned += if ok { u64::from(n) } else { 0 };
+        }
+    }
+    returned
+}
+
+/// Every 100ms, the rest of each expired lease goes back to the store, until the limiter is
+/// dropped.
+async fn sweep(
+    leases: std::sync::Weak<Leases>,
+    store: Arc<Store>,
+    metrics: LeaseMetrics,
+    started: Instant,
+) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let Some(leases) = leases.upgrade() else {
+            return;
+        };
+        let back = leases.expired(started.elapsed().as_nanos() as u64);
+        drop(leases);
+        give_back(&store, back, Return::Expiry, &metrics).await;
+    }
+}
+
+impl Drop for RedisLimiter {
+    fn drop(&mut self) {
+        self.give_back_later(self.leases.drain(), Return::Shutdown);
     }
 }
 

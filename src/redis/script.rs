@@ -13,7 +13,7 @@ use super::connection::Connection;
 use super::program::{Entry, Program};
 use crate::config::Config;
 use crate::decision::{Cause, Decision, Outcome};
-use crate::identity::{Digest, Key};
+use crate::identity::{Digest, Key, RouteClass};
 use crate::published::PublishedBucket;
 use arc_swap::ArcSwap;
 use parking_lot::{Mutex, MutexGuard};
@@ -89,6 +89,35 @@ pub(super) struct Store {
     connected: u64,
     /// Held across a reload, so that two reloads pair each profile with its own instants.
     reloading: Mutex<()>,
+}
+
+/// One decision the store made.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Answer {
+    pub(super) decision: Decision,
+    /// The server time it was made at (us since the Unix epoch).
+    pub(super) now: u64,
+    /// Whether an admission left less than `observability.near_limit` of the burst.
+    pub(super) near: bool,
+    /// Whole tokens an admission left in the burst bucket (0 for a refusal).
+    pub(super) burst_left: u64,
+}
+
+/// Whose buckets a call charges or refunds: what the keys are made from besides the digests.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Owner {
+    pub(super) class: RouteClass,
+    /// An authenticated caller's tenant (not the anonymous pseudo-tenant).
+    pub(super) authenticated: bool,
+}
+
+impl Owner {
+    pub(super) fn of(key: &Key<'_>) -> Owner {
+        Owner {
+            class: key.class,
+            authenticated: key.tenant().is_some(),
+        }
+    }
 }
 
 /// Where one decision's state lives (see `admit.lua`).
@@ -175,12 +204,12 @@ impl Store {
             .unwrap_or(self.connected)
     }
 
-    /// The keys a decision for `key` touches, the tenant's field and its cap.
-    fn place(&self, cfg: &Config, key: &Key<'_>, digest: Digest, tenant: Digest) -> Place {
+    /// The keys a decision for `owner` touches, the tenant's field and its cap.
+    fn place(&self, cfg: &Config, owner: Owner, digest: Digest, tenant: Digest) -> Place {
         let capacity = cfg.capacity.as_ref();
         let (shard, cap) = match capacity {
             Some(c) => {
-                let (shard, cap) = c.shard_and_cap(tenant, key.tenant().is_some());
+                let (shard, cap) = c.shard_and_cap(tenant, owner.authenticated);
                 (shard as u64, cap)
             }
             // No shard: 14 bits of the tenant keep a tenant's identities in one cluster slot.
@@ -210,7 +239,7 @@ impl Store {
     ) -> (Vec<String>, Vec<String>, u64) {
         let class = &cfg.published.route_classes[key.class.0 as usize];
         let ([bt, btau], [st, stau]) = (micros(&class.burst), micros(&class.sustained));
-        let place = self.place(cfg, key, digest, tenant);
+        let place = self.place(cfg, Owner::of(key), digest, tenant);
         let (window, slots) = cfg.capacity.as_ref().map_or((0, 0), |c| c.window_micros());
         let mut args = vec![
             format!(
@@ -239,7 +268,7 @@ impl Store {
         digests: (Digest, Digest),
         charge: bool,
         n: u32,
-    ) -> Result<(Decision, u64, bool), Failure> {
+    ) -> Result<Answer, Failure> {
         let class = &cfg.published.route_classes[key.class.0 as usize];
         let [bt, btau] = micros(&class.burst);
         // Taken before the timeout starts: the caller gives up no earlier than this plus it.
@@ -276,29 +305,36 @@ impl Store {
         // tokens are left, `debt > tau - k * t` (see `config`).
         let k = cfg.class(key.class).near_limit_tokens;
         let near = decision.is_admit() && wait > btau.saturating_sub(k * bt);
-        Ok((decision, now, near))
-    }
-
-    /// Gives back what an admitted call of cost `n` decided at server time `now` charged (see
-    /// `refund.lua`), bounded by the timeout. A refund that fails leaves the caller charged:
-    /// never more admitted than the limits allow.
-    pub(super) async fn refund(
-        &self,
-        cfg: &Config,
-        key: &Key<'_>,
-        (digest, tenant): (Digest, Digest),
-        n: u32,
-        now: u64,
-    ) {
-        let class = &cfg.published.route_classes[key.class.0 as usize];
-        let ([bt, _], [st, _]) = (micros(&class.burst), micros(&class.sustained));
-        let place = self.place(cfg, key, digest, tenant);
-        let (window, _) = cfg.capacity.as_ref().map_or((0, 0), |c| c.window_micros());
-        let end = if window > 0 {
-            now - now % window + window
+        let burst_left = if decision.is_admit() {
+            btau.saturating_sub(wait) / bt.max(1)
         } else {
             0
         };
+        Ok(Answer {
+            decision,
+            now,
+            near,
+            burst_left,
+        })
+    }
+
+    /// Gives back `n` tokens of what an admitted call decided at server time `now` charged
+    /// (see `refund.lua`), bounded by the timeout; whether the store took them back. A refund
+    /// that fails leaves the caller charged: never more admitted than the limits allow.
+    pub(super) async fn refund(
+        &self,
+        cfg: &Config,
+        owner: Owner,
+        (digest, tenant): (Digest, Digest),
+        n: u32,
+        now: u64,
+    ) -> bool {
+        let Some(class) = cfg.published.route_classes.get(owner.class.0 as usize) else {
+            return false;
+        };
+        let ([bt, _], [st, _]) = (micros(&class.burst), micros(&class.sustained));
+        let place = self.place(cfg, owner, digest, tenant);
+        let end = Store::window_end(cfg, now).unwrap_or(0);
         let n64 = u64::from(n);
         let mut args = vec![
             (bt * n64).to_string(),
@@ -310,7 +346,17 @@ impl Store {
         let reply = self
             .program
             .run::<u8>(&self.conn, Entry::Refund, &place.keys, &args);
-        let _ = tokio::time::timeout(cfg.store_timeout, reply).await;
+        matches!(
+            tokio::time::timeout(cfg.store_timeout, reply).await,
+            Ok(Ok(_))
+        )
+    }
+
+    /// The server time (us) at which the capacity window holding `now` ends, or `None`
+    /// without shared capacity.
+    pub(super) fn window_end(cfg: &Config, now: u64) -> Option<u64> {
+        let (window, _) = cfg.capacity.as_ref()?.window_micros();
+        (window > 0).then(|| now - now % window + window)
     }
 
     /// What decides: `module`, `function` or `script`.

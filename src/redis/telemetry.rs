@@ -8,6 +8,10 @@
 //! | `tollgate_store_errors_total` | counter | `kind` (timeout, connection, script, reply, expired) |
 //! | `tollgate_deny_cache_hits_total` | counter | |
 //! | `tollgate_store_program` | gauge | `program` (module, function, script): 1 for the one deciding (see `program.rs`) |
+//! | `tollgate_lease_decisions_total` | counter | `source` (lease: spent locally; store: a round trip), leased classes only |
+//! | `tollgate_lease_tokens` | histogram | (the size of each lease the store granted) |
+//! | `tollgate_lease_tokens_returned_total` | counter | `reason` (expiry, eviction, reload, shutdown) |
+//! | `tollgate_lease_tokens_stranded_total` | counter | (unspent tokens whose refund failed: charged until the buckets refill) |
 //!
 //! Handles are registered when the limiter connects: install the recorder first.
 
@@ -70,5 +74,100 @@ impl StoreMetrics {
     pub(super) fn deny_hit(&self) {
         #[cfg(feature = "metrics")]
         self.deny_hits.increment(1);
+    }
+}
+
+/// Why a lease's unspent tokens went back to the store (the label of
+/// `tollgate_lease_tokens_returned_total`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Return {
+    Expiry,
+    Eviction,
+    Reload,
+    Shutdown,
+}
+
+#[cfg(feature = "metrics")]
+const RETURNS: [Return; 4] = [
+    Return::Expiry,
+    Return::Eviction,
+    Return::Reload,
+    Return::Shutdown,
+];
+
+impl Return {
+    #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+    fn label(self) -> &'static str {
+        match self {
+            Return::Expiry => "expiry",
+            Return::Eviction => "eviction",
+            Return::Reload => "reload",
+            Return::Shutdown => "shutdown",
+        }
+    }
+}
+
+/// The lease metric handles (nothing without the `metrics` feature); clones share them.
+#[derive(Clone)]
+pub(super) struct LeaseMetrics {
+    #[cfg(feature = "metrics")]
+    local: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    store: metrics::Counter,
+    #[cfg(feature = "metrics")]
+    size: metrics::Histogram,
+    #[cfg(feature = "metrics")]
+    returned: [metrics::Counter; 4],
+    #[cfg(feature = "metrics")]
+    stranded: metrics::Counter,
+}
+
+impl LeaseMetrics {
+    pub(super) fn new() -> LeaseMetrics {
+        LeaseMetrics {
+            #[cfg(feature = "metrics")]
+            local: metrics::counter!("tollgate_lease_decisions_total", "source" => "lease"),
+            #[cfg(feature = "metrics")]
+            store: metrics::counter!("tollgate_lease_decisions_total", "source" => "store"),
+            #[cfg(feature = "metrics")]
+            size: metrics::histogram!("tollgate_lease_tokens"),
+            #[cfg(feature = "metrics")]
+            returned: RETURNS.map(|r| {
+                metrics::counter!("tollgate_lease_tokens_returned_total", "reason" => r.label())
+            }),
+            #[cfg(feature = "metrics")]
+            stranded: metrics::counter!("tollgate_lease_tokens_stranded_total"),
+        }
+    }
+
+    /// A decision on a leased class: spent locally, or a round trip.
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    #[inline]
+    pub(super) fn decision(&self, local: bool) {
+        #[cfg(feature = "metrics")]
+        if local {
+            self.local.increment(1);
+        } else {
+            self.store.increment(1);
+        }
+    }
+
+    /// The store granted a lease of `tokens`.
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(super) fn granted(&self, tokens: u32) {
+        #[cfg(feature = "metrics")]
+        self.size.record(f64::from(tokens));
+    }
+
+    /// `tokens` went back for `why` (`ok`), or could not (stranded).
+    #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
+    pub(super) fn returned(&self, why: Return, tokens: u32, ok: bool) {
+        #[cfg(feature = "metrics")]
+        if ok {
+            let i = RETURNS.iter().position(|r| *r == why).unwrap_or(0);
+            self.returned[i].increment(u64::from(tokens));
+        } else {
+            self.stranded.increment(u64::from(tokens));
+        }
     }
 }

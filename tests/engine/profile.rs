@@ -232,6 +232,51 @@ fn shares_below_one_slot_and_absurd_weights_are_refused() {
 }
 
 #[test]
+fn leases_larger_than_a_bucket_or_longer_than_the_burst_are_refused() {
+    let with = |lease: &str| format!("{MINIMAL}    lease: {lease}\n");
+    let p = Profile::from_yaml(&with("{ max_tokens: 5, ttl: 1s }")).unwrap();
+    let lease = p.route_class("read").unwrap().lease.unwrap();
+    assert_eq!(
+        (lease.max_tokens.get(), lease.ttl.get()),
+        (5, Duration::from_secs(1))
+    );
+    let e = Profile::from_yaml(&with("{ max_tokens: 6, ttl: 1s }")).unwrap_err();
+    says(
+        &e,
+        &["route_classes.read.lease.max_tokens", "6", "at most 5"],
+        Some(7),
+    );
+    let e = Profile::from_yaml(&with("{ max_tokens: 2, ttl: 2s }")).unwrap_err();
+    says(
+        &e,
+        &["route_classes.read.lease.ttl", "the burst's per"],
+        Some(7),
+    );
+    let e = Profile::from_yaml(&with("{ max_tokens: 0, ttl: 1s }")).unwrap_err();
+    says(&e, &["max_tokens"], Some(7));
+    let e = Profile::from_yaml(&with("{ max_tokens: 2 }")).unwrap_err();
+    says(&e, &["ttl"], Some(7));
+    let e = Profile::from_yaml(&with("{ max_tokens: 2, ttl: 1s, size: 3 }")).unwrap_err();
+    says(&e, &["size"], Some(7));
+    // With shared capacity, a lease is at most a shard's slots.
+    let capacity =
+        "shared_capacity: { shards: 1, window: 1s, slots_per_window: 3, tenant_share: 1.0 }\n";
+    let e = Profile::from_yaml(&format!("{}{capacity}", with("{ max_tokens: 4, ttl: 1s }")))
+        .unwrap_err();
+    says(&e, &["slots_per_window", "at most 3"], Some(7));
+    // Built in Rust: the same check.
+    let mut p = Profile::from_yaml(MINIMAL).unwrap();
+    let mut read = *p.route_class("read").unwrap();
+    read.lease = Some(tollgate::profile::LeasePolicy {
+        max_tokens: tollgate::profile::Tokens::new(50).unwrap(),
+        ttl: Period::from_secs(1).unwrap(),
+    });
+    p.route_classes.remove("read");
+    p.route_classes.insert("read", read).unwrap();
+    assert!(p.validate().unwrap_err().to_string().contains("at most 5"));
+}
+
+#[test]
 fn unknown_route_class_in_routes_is_refused() {
     let src = format!("{MINIMAL}routes:\n  - {{ method: GET, path: \"/v1/**\", class: read }}\n  - {{ method: POST, path: \"/v1/**\", class: writ }}\n");
     let e = Profile::from_yaml(&src).unwrap_err();

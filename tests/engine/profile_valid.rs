@@ -244,6 +244,7 @@ fn a_refused_reload_has_its_own_kind() {
     fewer.route_classes.remove("read");
     let mut other = tollgate::profile::RouteClassLimits {
         mode: None,
+        lease: None,
         ..*base().route_class("read").unwrap()
     };
     other.burst.tokens = Tokens::new(2).unwrap();

@@ -7,6 +7,7 @@ mod acks;
 mod decisions;
 mod differential;
 mod fleet;
+mod lease;
 mod module;
 mod module_calls;
 mod outage;
