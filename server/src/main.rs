@@ -267,7 +267,13 @@ async fn redis(
         }
         None => None,
     };
-    run(limiter, args, metrics).await
+    let result = run(limiter.clone(), args, metrics).await;
+    // The tokens this worker leased and did not spend go back before it exits.
+    let returned = limiter.backend().return_leases().await;
+    if returned > 0 {
+        tracing::info!(tokens = returned, "leased tokens given back");
+    }
+    result
 }
 
 #[cfg(not(feature = "redis"))]

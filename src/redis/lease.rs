@@ -5,15 +5,16 @@
 //! the limiter shut down goes back with the exact refund `admit_all` uses.
 //!
 //! # The size of a lease
-//! An identity's first lease is one token (a plain decision). After each store admission the
-//! next lease is twice the last, but never more than half of the tokens the burst bucket had
-//! left after it, nor the class's `max_tokens`: far from its limit an identity's leases grow
-//! geometrically; near it they shrink to one, and every decision is the store's again, with
-//! the store's exact `Retry-After`. When the store refuses a lease larger than the request's
-//! cost, the request is asked again for its cost alone (its exact decision), and the identity
-//! stays at one token until the wait the store gave for the larger lease has passed. A lease
-//! that expires unspent makes the next one the size of what was spent of it.
-//!
+//! An identity's first lease is one token (a plain decision). Each later one is eight times the
+//! last, at most half of the tokens the burst bucket had left after the last charge and the
+//! class's `max_tokens`: a busy identity far from its limit reaches full leases in three or
+//! four store calls, and near its limit the burst's half caps leases to one token, so that
+//! every decision is the store's again, with the store's exact `Retry-After`. A lease that
+//! expires with tokens left makes the next one the size of what was spent of it (an identity
+//! called now and then keeps small leases). When the store refuses a lease larger than the
+//! request's cost, the request is asked again for its cost alone (its exact decision), and the
+//! identity stays at one token until the wait the store gave for the larger lease has passed.
+
 //! # What it costs the fleet
 //! Tokens one worker holds while another is refused: with `w` workers, at most `(w - 1)` times
 //! `max_tokens`, for at most `ttl` (and with shared capacity never past the window its slots were
@@ -38,7 +39,7 @@ const SHARDS: usize = 64;
 struct Lease {
     /// Tokens taken from the store and not yet spent.
     left: u32,
-    /// Tokens the store charged for the lease in hand (for the size after an expiry).
+    /// Tokens the store charged for the lease in hand; after an expiry, those it spent.
     taken: u32,
     /// The next lease's size.
     size: u32,
@@ -54,6 +55,16 @@ struct Lease {
     tenant: Digest,
     /// The profile the tokens were charged under: a reload gives them back.
     cfg: Arc<Config>,
+}
+
+impl Lease {
+    /// Its rest is being given back: what was spent is what was taken, and the next lease is
+    /// no larger than that.
+    fn expire(&mut self) {
+        self.taken -= self.left;
+        self.left = 0;
+        self.size = self.size.min(self.taken).max(1);
+    }
 }
 
 /// Tokens to give back to the store (see [`Store::refund`]).
@@ -144,8 +155,7 @@ impl Leases {
         let mut back = None;
         if l.left > 0 && (!current || now >= l.expires) {
             back = Some(Unspent::of(digest, l));
-            l.size = (l.taken - l.left).max(1);
-            l.left = 0;
+            l.expire();
         }
         let size = if now < l.hold_until { 1 } else { l.size };
         Spend::Store { size, back }
@@ -169,15 +179,17 @@ impl Leases {
         now: u64,
         cfg: &Arc<Config>,
     ) -> Option<Unspent> {
-        let size = g
+        let cap = g
             .took
-            .saturating_mul(2)
+            .saturating_mul(8)
             .min(u32::try_from(g.burst_left / 2).unwrap_or(u32::MAX))
-            .min(g.most)
-            .max(1);
+            .min(g.most);
         let mut shard = self.shard(digest).lock();
         let mut back = None;
+        let size = cap.max(1);
+        let mut hold_until = 0;
         if let Some(l) = shard.get_mut(&digest) {
+            hold_until = l.hold_until;
             let live = l.left > 0 && now < l.expires && Arc::ptr_eq(&l.cfg, cfg);
             if live && Store::window_end(cfg, l.at) == Store::window_end(cfg, g.at) {
                 // Two leases in hand (two decisions went to the store at once): spent as one,
@@ -185,7 +197,6 @@ impl Leases {
                 l.left += g.took - g.spent;
                 l.taken += g.took;
                 l.expires = l.expires.min(g.expires);
-                l.size = size;
                 return None;
             }
             if l.left > 0 {
@@ -200,7 +211,7 @@ impl Leases {
                 left: g.took - g.spent,
                 taken: g.took,
                 size,
-                hold_until: 0,
+                hold_until,
                 expires: g.expires,
                 ttl: g.ttl,
                 at: g.at,
@@ -229,8 +240,7 @@ impl Leases {
             shard.lock().retain(|digest, l| {
                 if l.left > 0 && now >= l.expires {
                     back.push(Unspent::of(*digest, l));
-                    l.size = (l.taken - l.left).max(1);
-                    l.left = 0;
+                    l.expire();
                 }
                 l.left > 0 || now < l.expires.saturating_add(4 * l.ttl)
             });

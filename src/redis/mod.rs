@@ -430,16 +430,36 @@ impl RedisLimiter {
         conclude: bool,
         leased: bool,
     ) -> (Verdict, Option<u64>) {
+        let digests = self.engine.hasher.digests(key);
+        // A lease in hand: decided here, without holding the profile past this call.
+        let spend = {
+            let cfg = self.engine.config.load();
+            let class = cfg.class(key.class);
+            match class.lease.filter(|_| leased && charge) {
+                Some(_) => {
+                    let now = self.local_now();
+                    let spend = self.leases.spend(digests.0, n, now, &cfg);
+                    if let Spend::Local = spend {
+                        self.lease_metrics.decision(true);
+                        if conclude {
+                            self.engine.admitted(&cfg, key.class, Tenant::of(key), now);
+                        }
+                        return (Verdict::of(class.shadow, Decision::Admit), None);
+                    }
+                    Some(spend)
+                }
+                None => None,
+            }
+        };
         let cfg = self.engine.config.load_full();
         let class = cfg.class(key.class);
         let shadow = class.shadow;
-        let digests = self.engine.hasher.digests(key);
-        let (computed, answer) = match class.lease.filter(|_| leased) {
-            Some((most, ttl)) => {
-                self.decide_leased(&cfg, key, digests, charge, n, (most, ttl))
+        let (computed, answer) = match (class.lease.filter(|_| leased), spend) {
+            (Some(policy), spend) => {
+                self.decide_leased(&cfg, key, digests, charge, n, policy, spend)
                     .await
             }
-            None => self.ask_store(&cfg, key, digests, charge, n).await,
+            (None, _) => self.ask_store(&cfg, key, digests, charge, n).await,
         };
         let (now, near) = (answer.map(|a| a.now), answer.is_some_and(|a| a.near));
         let verdict = if conclude {
@@ -492,9 +512,11 @@ impl RedisLimiter {
         (answer.decision, Some(answer))
     }
 
-    /// A decision on a class with leases (see `lease.rs`): spent from the lease in hand, or
-    /// the store asked for a new one of at least `n` tokens (a refused larger lease is asked
-    /// again for `n` alone, the request's exact decision). `most` and `ttl` are the class's.
+    /// A decision on a class with leases (see `lease.rs`) that the lease in hand could not
+    /// make (`spend`, the caller's try, unless a reload came between): the store is asked for a
+    /// new lease of at least `n` tokens (a refused larger lease is asked again for `n` alone,
+    /// the request's exact decision). `most` and `ttl` are the class's.
+    #[allow(clippy::too_many_arguments)]
     async fn decide_leased(
         &self,
         cfg: &Arc<Config>,
@@ -503,6 +525,7 @@ impl RedisLimiter {
         charge: bool,
         n: u32,
         (most, ttl): (u32, Duration),
+        spend: Option<Spend>,
     ) -> (Decision, Option<Answer>) {
         let digest = digests.0;
         let sent = self.local_now();
@@ -512,7 +535,8 @@ impl RedisLimiter {
             }
             return self.ask_store(cfg, key, digests, false, n).await;
         }
-        let size = match self.leases.spend(digest, n, sent, cfg) {
+        let spend = spend.unwrap_or_else(|| self.leases.spend(digest, n, sent, cfg));
+        let size = match spend {
             Spend::Local => {
                 self.lease_metrics.decision(true);
                 return (Decision::Admit, None);

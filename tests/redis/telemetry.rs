@@ -305,3 +305,54 @@ fn redis_counts_near_limit_admissions_like_the_embedded_limiter() {
     assert_eq!(from_embedded, want);
     assert_eq!(from_redis, want);
 }
+
+#[test]
+fn leases_count_where_decisions_came_from_and_what_went_back() {
+    let server = RedisServer::start();
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let rt = runtime();
+    let profile = "name: l\nidentities: { capacity: 64 }\nstore: { timeout: 5s }\n\
+        route_classes:\n  read:\n    burst: { tokens: 100, per: 1h }\n    \
+        sustained: { tokens: 1000, per: 1h }\n    lease: { max_tokens: 8, ttl: 1s }\n";
+    let limiter = metrics::with_local_recorder(&recorder, || {
+        rt.block_on(
+            RedisLimiter::builder(&server.url(), Profile::from_yaml(profile).unwrap())
+                .key_secret(b"m")
+                .connect(),
+        )
+        .unwrap()
+    });
+    let key = Key::authenticated("acme", "alice", limiter.route_class("read").unwrap()).unwrap();
+    // Leases of 1 and 8: two store decisions, then four spent from the lease; three go back.
+    for _ in 0..6 {
+        assert!(rt.block_on(limiter.admit(&key)).is_admit());
+    }
+    assert_eq!(rt.block_on(limiter.return_leases()), 3);
+    let snap = snapshot(&snapshotter);
+    let decisions = |source: &str| {
+        value(
+            &snap,
+            "tollgate_lease_decisions_total",
+            &[&format!("source={source}")],
+        )
+    };
+    assert_eq!((decisions("store"), decisions("lease")), (2.0, 4.0));
+    assert_eq!(
+        value(
+            &snap,
+            "tollgate_lease_tokens_returned_total",
+            &["reason=shutdown"]
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(&snap, "tollgate_lease_tokens_stranded_total", &[]),
+        0.0
+    );
+    assert_eq!(
+        value(&snap, "tollgate_lease_tokens", &[]),
+        2.0,
+        "two leases"
+    );
+}
