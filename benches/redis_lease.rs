@@ -9,7 +9,8 @@
 //!    warm-up of `BENCH_WARMUP` seconds (default 3), with `lease: { max_tokens: 256, ttl: 10s }`:
 //!    decisions per second, store calls per decision (from `INFO commandstats`: decisions and
 //!    refunds) and the median and 99th percentile of one decision's time; beside them the
-//!    embedded `Limiter` driven and timed the same way by the same callers.
+//!    embedded `Limiter` driven and timed the same way by the same callers. `BENCH_LEASE`
+//!    replaces the lease (`"lease: { max_tokens: 64, ttl: 2s }"`).
 //! 2. **Past the limits**: the four workers drive 100 identities (burst 20 per second,
 //!    sustained 200 per hour) as fast as they can for `BENCH_SECS`. Counted from the workers'
 //!    side (admissions) and from the store's (the tokens each identity's sustained TAT says it
@@ -42,11 +43,11 @@ fn env(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Limits far above what the bench reaches per identity (a burst of 2,000 per 10s).
+/// Limits about twice what the bench reaches per identity (a burst of 5,000 per 10s).
 fn below(lease: &str) -> Profile {
     Profile::from_yaml(&format!(
         "name: lease-bench\nidentities: {{ capacity: 16384, tenant_share: 1.0 }}\nstore: {{ timeout: 1s }}\n\
-         route_classes:\n  api:\n    burst: {{ tokens: 2000, per: 10s }}\n    \
+         route_classes:\n  api:\n    burst: {{ tokens: 5000, per: 10s }}\n    \
          sustained: {{ tokens: 100000000, per: 1h }}\n    {lease}\n"
     ))
     .unwrap()
@@ -223,14 +224,16 @@ fn main() {
         .build()
         .unwrap();
     let warmup = env("BENCH_WARMUP", 3);
-    let lease = "lease: { max_tokens: 256, ttl: 10s }";
+    let lease =
+        std::env::var("BENCH_LEASE").unwrap_or("lease: { max_tokens: 256, ttl: 10s }".into());
+    let lease = lease.as_str();
 
     println!(
         "## Below the limits: {WORKERS} workers x {CALLERS} callers, {IDENTITIES} identities, \
          {secs}s after {warmup}s of warm-up\n"
     );
-    println!("| mode | decisions/s | store calls per decision | p50 | p99 |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
+    println!("| mode | decisions/s | store calls per decision | p50 | p99 | refused |");
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
     let (per_decision, leased, local, store) = rt.block_on(async {
         let plain = workers(&server, &below("")).await;
         let store = plain[0].store_program();
@@ -253,16 +256,13 @@ fn main() {
         (format!("leased, {lease}"), &leased),
         ("embedded Limiter".to_owned(), &local),
     ] {
-        assert_eq!(
-            r.admitted, r.decisions,
-            "{name}: every identity is below its limits"
-        );
         println!(
-            "| {name} | {:.0} | {:.4} | {:.2?} | {:.2?} |",
+            "| {name} | {:.0} | {:.4} | {:.2?} | {:.2?} | {} |",
             r.decisions as f64 / r.secs,
             r.calls as f64 / r.decisions as f64,
             r.p50,
-            r.p99
+            r.p99,
+            r.decisions - r.admitted
         );
     }
     let rate = |r: &Run| r.decisions as f64 / r.secs;
@@ -270,7 +270,7 @@ fn main() {
     println!(
         "\nleased against per decision: {:.1}x the decisions/s, {:.0}x fewer store calls per \
          decision; leased p50 / embedded p50: {:.2}; per identity {:.1} decisions/s of the \
-         burst's 200\n",
+         burst's 500\n",
         rate(&leased) / rate(&per_decision),
         calls(&per_decision) / calls(&leased),
         leased.p50.as_secs_f64() / local.p50.as_secs_f64(),

@@ -35,17 +35,21 @@ pub enum Scenario {
     /// The recovery storm over three servers, each with its own `RedisLimiter` on one Redis,
     /// with one global limit below the offered load.
     MultiServer,
+    /// [`Scenario::MultiServer`] with leased tokens: each server spends leases of its
+    /// `RedisLimiter` locally, with the same global limit.
+    MultiServerLeased,
 }
 
 impl Scenario {
     /// Every scenario, in the seed's order.
-    pub const ALL: [Scenario; 6] = [
+    pub const ALL: [Scenario; 7] = [
         Scenario::Baseline,
         Scenario::InvalidRetryAfter,
         Scenario::ClockSkew,
         Scenario::ConnectionFaults,
         Scenario::Recovery,
         Scenario::MultiServer,
+        Scenario::MultiServerLeased,
     ];
 
     /// The command-line name.
@@ -57,6 +61,7 @@ impl Scenario {
             Scenario::ConnectionFaults => "connection-faults",
             Scenario::Recovery => "recovery",
             Scenario::MultiServer => "multi-server",
+            Scenario::MultiServerLeased => "multi-server-leased",
         }
     }
 
@@ -67,7 +72,7 @@ impl Scenario {
 
     /// Whether it needs a Redis (the `redis` feature and a `redis-server`).
     pub fn needs_redis(self) -> bool {
-        self == Scenario::MultiServer
+        matches!(self, Scenario::MultiServer | Scenario::MultiServerLeased)
     }
 }
 
@@ -216,6 +221,23 @@ pub fn storm_profile(per_second: u32) -> Profile {
     .expect("the storm profile")
 }
 
+/// [`storm_profile`] with leases of up to an eighth of a second's tokens, spent for at most
+/// 250 ms.
+pub fn storm_profile_leased(per_second: u32) -> Profile {
+    let mut p = storm_profile(per_second);
+    let mut read = *p.route_class("read").expect("read");
+    read.lease = Some(tollgate::profile::LeasePolicy {
+        max_tokens: tollgate::profile::Tokens::new(u64::from(per_second / 8).max(1))
+            .expect("tokens"),
+        ttl: tollgate::profile::Period::from_millis(250).expect("250ms"),
+    });
+    p.route_classes.remove("read");
+    p.route_classes.insert("read", read).expect("read");
+    p.name = "storm-leased".into();
+    p.validate().expect("the leased storm profile");
+    p
+}
+
 /// Serves the gateway's router on `127.0.0.1:0`, behind `faults`; returns its address.
 pub async fn start_gateway(profile: Profile, faults: Arc<Faults>) -> SocketAddr {
     let limiter = Arc::new(Limiter::builder(profile).build().expect("limiter"));
@@ -291,7 +313,10 @@ impl Client {
 /// the no-jitter control, one after the other, each against fresh servers. `redis` is the Redis
 /// of the multi-server scenario (`redis://127.0.0.1:PORT/`).
 pub async fn run_scenario(scenario: Scenario, size: Size, redis: Option<&str>) -> Run {
-    let steady = matches!(scenario, Scenario::Recovery | Scenario::MultiServer);
+    let steady = matches!(
+        scenario,
+        Scenario::Recovery | Scenario::MultiServer | Scenario::MultiServerLeased
+    );
     let clients: &[Client] = if steady {
         &[Client::Naive, Client::Sdk, Client::SdkNoJitter]
     } else {
@@ -331,7 +356,7 @@ pub async fn run_scenario(scenario: Scenario, size: Size, redis: Option<&str>) -
             ]);
         }
         garbled.push(setup.faults.garbled());
-        if scenario == Scenario::MultiServer {
+        if scenario.needs_redis() {
             // GCRA: at most the burst at once, then the rate, over the whole run.
             let rate = global_limit(size);
             bounds.push(
@@ -457,9 +482,13 @@ async fn setup(scenario: Scenario, size: Size, client: Client, redis: Option<&st
                 proxy: None,
             }
         }
-        Scenario::MultiServer => {
+        Scenario::MultiServer | Scenario::MultiServerLeased => {
             let faults = Arc::new(Faults::new().http_date());
-            let targets = multi_servers(redis, size, client, faults.clone()).await;
+            let mut profile = storm_profile(global_limit(size));
+            if scenario == Scenario::MultiServerLeased {
+                profile = storm_profile_leased(global_limit(size));
+            }
+            let targets = multi_servers(redis, &profile, client, faults.clone()).await;
             Setup {
                 storm: steady(targets),
                 faults,
@@ -472,20 +501,20 @@ async fn setup(scenario: Scenario, size: Size, client: Client, redis: Option<&st
 #[cfg(feature = "redis")]
 async fn multi_servers(
     redis: Option<&str>,
-    size: Size,
+    profile: &Profile,
     client: Client,
     faults: Arc<Faults>,
 ) -> Vec<SocketAddr> {
     let url = redis.expect("the multi-server scenario needs a Redis URL");
     // Fresh buckets for every run.
-    let prefix = format!("storm-{}-{:?}", std::process::id(), client);
-    crate::multi::start_servers(url, &prefix, &storm_profile(global_limit(size)), 3, faults).await
+    let prefix = format!("storm-{}-{:?}-{}", std::process::id(), client, profile.name);
+    crate::multi::start_servers(url, &prefix, profile, 3, faults).await
 }
 
 #[cfg(not(feature = "redis"))]
 async fn multi_servers(
     _redis: Option<&str>,
-    _size: Size,
+    _profile: &Profile,
     _client: Client,
     _faults: Arc<Faults>,
 ) -> Vec<SocketAddr> {

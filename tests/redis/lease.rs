@@ -315,3 +315,45 @@ async fn a_lease_takes_its_slots_of_shared_capacity_and_gives_back_the_rest() {
     assert_eq!(limiter.return_leases().await, taken - 5);
     assert_eq!(shard(&server), "5");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tmp_debug_long_run() {
+    let server = RedisServer::start();
+    let p = Profile::from_yaml(
+        "name: d\nidentities: { capacity: 1024 }\nstore: { timeout: 1s }\nroute_classes:\n  w:\n    \
+         burst: { tokens: 5000, per: 10s }\n    sustained: { tokens: 20, per: 1h }\n    \
+         lease: { max_tokens: 256, ttl: 10s }\n",
+    );
+    let _ = p;
+    let p = Profile::from_yaml(
+        "name: d\nidentities: { capacity: 1024 }\nstore: { timeout: 1s }\nroute_classes:\n  w:\n    \
+         burst: { tokens: 5000, per: 10s }\n    sustained: { tokens: 3000000, per: 366d }\n    \
+         lease: { max_tokens: 256, ttl: 10s }\n",
+    )
+    .unwrap();
+    let mut ws = Vec::new();
+    for _ in 0..4 {
+        ws.push(worker(&server, p.clone()).await);
+    }
+    let key = Key::authenticated("acme", "x", ws[0].route_class("w").unwrap()).unwrap();
+    let start = std::time::Instant::now();
+    let mut admitted = 0u64;
+    let mut last = 0;
+    let mut r = 0;
+    while start.elapsed() < Duration::from_secs(14) {
+        r += 1;
+        match ws[r % 4].admit(&key).await {
+            Decision::Admit => admitted += 1,
+            d => panic!("{d:?} after {admitted} in {:?}", start.elapsed()),
+        }
+        if admitted % 4 == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let s = start.elapsed().as_secs();
+        if s != last {
+            last = s;
+            let c = charged(&server, &ws[0], &key).await;
+            eprintln!("{s}s admitted {admitted} charged {c}");
+        }
+    }
+}

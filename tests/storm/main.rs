@@ -181,8 +181,19 @@ fn check_recovery(run: &Run) {
 #[cfg(feature = "redis")]
 #[test]
 fn multi_server_holds_the_global_limit_and_recovers_smoothly() {
+    multi_server_holds_the_global_limit(Scenario::MultiServer);
+}
+
+#[cfg(feature = "redis")]
+#[test]
+fn multi_server_with_leases_holds_the_global_limit_and_recovers_smoothly() {
+    multi_server_holds_the_global_limit(Scenario::MultiServerLeased);
+}
+
+#[cfg(feature = "redis")]
+fn multi_server_holds_the_global_limit(scenario: Scenario) {
     let server = tollgate_testkit::redis_server::RedisServer::start();
-    let run = storm(Scenario::MultiServer, Some(&server.url()));
+    let run = storm(scenario, Some(&server.url()));
     let (bn, bs) = run.global_bound.expect("bounds");
     let admitted = (
         run.naive.count(Outcome::Admitted),
