@@ -14,6 +14,9 @@
 //! called now and then keeps small leases). When the store refuses a lease larger than the
 //! request's cost, the request is asked again for its cost alone (its exact decision), and the
 //! identity stays at one token until the wait the store gave for the larger lease has passed.
+//! One caller of a worker asks for an identity's next lease at a time: callers that arrive
+//! while it does ask the store for their own cost alone, so that a crowd arriving together
+//! does not take a lease each.
 
 //! # What it costs the fleet
 //! Tokens one worker holds while another is refused: with `w` workers, at most `(w - 1)` times
@@ -45,6 +48,11 @@ struct Lease {
     size: u32,
     /// Until then (local ns) leases are one token: the store refused a larger one.
     hold_until: u64,
+    /// Until then (local ns) another caller of this worker is asking the store for this
+    /// identity's next lease: the others ask for their own cost only, so that callers arriving
+    /// together do not each take a lease (the store's timeout bounds it, should that call be
+    /// dropped).
+    asking_until: u64,
     /// Past it (local ns) `left` is given back, not spent.
     expires: u64,
     /// How long its leases last (local ns), for forgetting an idle identity.
@@ -96,7 +104,13 @@ pub(super) enum Spend {
     Local,
     /// Ask the store for a lease of `size` tokens (at least the request's cost); `back` is the
     /// rest of an expired lease, or of one taken under another profile, to give back.
-    Store { size: u32, back: Option<Unspent> },
+    Store {
+        size: u32,
+        back: Option<Unspent>,
+        /// Whether this caller asks for the identity's next lease (the others ask for their
+        /// cost only, and record nothing).
+        asker: bool,
+    },
 }
 
 /// A lease the store granted, to record.
@@ -111,6 +125,8 @@ pub(super) struct Grant {
     pub(super) burst_left: u64,
     /// The class's `max_tokens`.
     pub(super) most: u32,
+    /// Whether the caller asked for the identity's next lease (see [`Spend::Store`]).
+    pub(super) asker: bool,
     /// When the lease expires (local ns).
     pub(super) expires: u64,
     pub(super) ttl: u64,
@@ -138,13 +154,22 @@ impl Leases {
     }
 
     /// Spends `n` tokens of `digest`'s lease if it holds them (under `cfg`, before its expiry);
-    /// otherwise says how large a lease to ask the store for.
-    pub(super) fn spend(&self, digest: Digest, n: u32, now: u64, cfg: &Arc<Config>) -> Spend {
+    /// otherwise says how large a lease to ask the store for: one token while another caller
+    /// of this worker is asking for the next lease (for at most `asking` ns).
+    pub(super) fn spend(
+        &self,
+        digest: Digest,
+        n: u32,
+        now: u64,
+        cfg: &Arc<Config>,
+        asking: u64,
+    ) -> Spend {
         let mut shard = self.shard(digest).lock();
         let Some(l) = shard.get_mut(&digest) else {
             return Spend::Store {
                 size: 1,
                 back: None,
+                asker: true,
             };
         };
         let current = Arc::ptr_eq(&l.cfg, cfg);
@@ -157,8 +182,20 @@ impl Leases {
             back = Some(Unspent::of(digest, l));
             l.expire();
         }
+        if now < l.asking_until {
+            return Spend::Store {
+                size: 1,
+                back,
+                asker: false,
+            };
+        }
+        l.asking_until = now.saturating_add(asking);
         let size = if now < l.hold_until { 1 } else { l.size };
-        Spend::Store { size, back }
+        Spend::Store {
+            size,
+            back,
+            asker: true,
+        }
     }
 
     /// Whether `digest`'s lease holds a token to spend now (a peek's answer).
@@ -189,7 +226,13 @@ impl Leases {
         let size = cap.max(1);
         let mut hold_until = 0;
         if let Some(l) = shard.get_mut(&digest) {
+            if !g.asker {
+                // A plain decision while another caller asks for the lease: nothing to hold.
+                debug_assert_eq!(g.took, g.spent);
+                return None;
+            }
             hold_until = l.hold_until;
+            l.asking_until = 0;
             let live = l.left > 0 && now < l.expires && Arc::ptr_eq(&l.cfg, cfg);
             if live && Store::window_end(cfg, l.at) == Store::window_end(cfg, g.at) {
                 // Two leases in hand (two decisions went to the store at once): spent as one,
@@ -212,6 +255,7 @@ impl Leases {
                 taken: g.took,
                 size,
                 hold_until,
+                asking_until: 0,
                 expires: g.expires,
                 ttl: g.ttl,
                 at: g.at,
@@ -228,6 +272,7 @@ impl Leases {
     pub(super) fn refused(&self, digest: Digest, until: u64) {
         if let Some(l) = self.shard(digest).lock().get_mut(&digest) {
             l.hold_until = until;
+            l.asking_until = 0;
             l.size = 1;
         }
     }

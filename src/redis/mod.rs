@@ -438,7 +438,8 @@ impl RedisLimiter {
             match class.lease.filter(|_| leased && charge) {
                 Some(_) => {
                     let now = self.local_now();
-                    let spend = self.leases.spend(digests.0, n, now, &cfg);
+                    let asking = cfg.store_timeout.as_nanos() as u64;
+                    let spend = self.leases.spend(digests.0, n, now, &cfg, asking);
                     if let Spend::Local = spend {
                         self.lease_metrics.decision(true);
                         if conclude {
@@ -535,15 +536,16 @@ impl RedisLimiter {
             }
             return self.ask_store(cfg, key, digests, false, n).await;
         }
-        let spend = spend.unwrap_or_else(|| self.leases.spend(digest, n, sent, cfg));
-        let size = match spend {
+        let asking = cfg.store_timeout.as_nanos() as u64;
+        let spend = spend.unwrap_or_else(|| self.leases.spend(digest, n, sent, cfg, asking));
+        let (size, asker) = match spend {
             Spend::Local => {
                 self.lease_metrics.decision(true);
                 return (Decision::Admit, None);
             }
-            Spend::Store { size, back } => {
+            Spend::Store { size, back, asker } => {
                 self.give_back_later(back.into_iter().collect(), Return::Expiry);
-                size
+                (size, asker)
             }
         };
         self.lease_metrics.decision(false);
@@ -568,6 +570,7 @@ impl RedisLimiter {
                 spent: n,
                 burst_left: a.burst_left,
                 most,
+                asker,
                 expires: lease::expiry(sent, ttl, a.now, Store::window_end(cfg, a.now)),
                 ttl: ttl.as_nanos() as u64,
                 at: a.now,

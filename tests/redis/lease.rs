@@ -357,3 +357,33 @@ async fn tmp_debug_long_run() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn callers_arriving_together_take_one_lease_between_them() {
+    let server = RedisServer::start();
+    let limiter = Arc::new(worker(&server, profile("lease: { max_tokens: 16, ttl: 1s }")).await);
+    let w = limiter.route_class("w").unwrap();
+    let key = Key::authenticated("acme", "grace", w).unwrap();
+    // Leases of 1 and 8, the second spent: the next lease is 15 tokens.
+    for _ in 0..9 {
+        assert_eq!(limiter.admit(&key).await, Decision::Admit);
+    }
+    let tasks: Vec<_> = (0..12)
+        .map(|_| {
+            let limiter = limiter.clone();
+            tokio::spawn(async move {
+                let key = Key::authenticated("acme", "grace", w).unwrap();
+                limiter.admit(&key).await
+            })
+        })
+        .collect();
+    for t in tasks {
+        assert_eq!(t.await.unwrap(), Decision::Admit);
+    }
+    // 21 admitted; one caller took the next lease, the others their own token (or spent the
+    // new lease): at most one lease's rest is held (twelve leases would be 12 x 14).
+    let held = charged(&server, &limiter, &key).await - 21;
+    assert!(held <= 15, "{held} tokens held after 12 callers at once");
+    limiter.return_leases().await;
+    assert_eq!(charged(&server, &limiter, &key).await, 21);
+}
