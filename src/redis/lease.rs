@@ -17,7 +17,7 @@
 //! One caller of a worker asks for an identity's next lease at a time: callers that arrive
 //! while it does ask the store for their own cost alone, so that a crowd arriving together
 //! does not take a lease each.
-
+//!
 //! # What it costs the fleet
 //! Tokens one worker holds while another is refused: with `w` workers, at most `(w - 1)` times
 //! `max_tokens`, for at most `ttl` (and with shared capacity never past the window its slots were
