@@ -20,12 +20,14 @@ use axum::{Json, Router};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use tollgate::http::admin::{AdminToken, ProfileAdmin};
+use tollgate::http::admin::{AdminToken, ProfileAdmin, ProfileTarget, ReloadRefusal};
 use tollgate::http::{
     Cidr, PeerExtractor, RequestId, VerifiedIdentity, PROBLEM_JSON, X_REQUEST_ID,
 };
 use tollgate::tower::RateLimitLayer;
-use tollgate::{Limiter, Profile};
+use tollgate::Profile;
+
+use crate::backend::Backend;
 
 /// Bearer token to verified identity, from a small YAML file:
 /// `tokens: { <token>: { tenant: acme, principal: alice } }`.
@@ -72,16 +74,23 @@ impl Tokens {
 }
 
 /// What the handlers share.
-#[derive(Clone)]
-pub struct AppState {
-    limiter: Arc<Limiter>,
+pub struct AppState<B> {
+    limiter: Arc<B>,
+}
+
+impl<B> Clone for AppState<B> {
+    fn clone(&self) -> Self {
+        AppState {
+            limiter: Arc::clone(&self.limiter),
+        }
+    }
 }
 
 /// The gateway's public router. `trusted_proxies` are the networks whose `Forwarded` /
 /// `X-Forwarded-For` are believed. Serve it with `serve::serve` (or with
 /// `into_make_service_with_connect_info::<SocketAddr>()`). Metrics are not here: they are global
 /// counts, for operators, on [`operator_router`]'s own listener.
-pub fn router(limiter: Arc<Limiter>, tokens: Tokens, trusted_proxies: Vec<Cidr>) -> Router {
+pub fn router<B: Backend>(limiter: Arc<B>, tokens: Tokens, trusted_proxies: Vec<Cidr>) -> Router {
     let extractor = PeerExtractor::new()
         .trust_proxies(trusted_proxies)
         .peer_addr_from(|e| e.get::<ConnectInfo<SocketAddr>>().map(|c| c.0));
@@ -93,7 +102,7 @@ pub fn router(limiter: Arc<Limiter>, tokens: Tokens, trusted_proxies: Vec<Cidr>)
         .route("/v1/items", get(list_items).post(create_item))
         .route("/v1/register", post(register))
         .route("/v1/reports/run", post(run_report))
-        .route("/.well-known/rate-limits", get(discovery))
+        .route("/.well-known/rate-limits", get(discovery::<B>))
         .layer(middleware::from_fn(reject_unknown_tokens))
         .layer(rate_limit)
         .layer(middleware::from_fn_with_state(tokens, authenticate))
@@ -112,8 +121,8 @@ pub fn operator_router(metrics: PrometheusHandle) -> Router {
 /// The admin routes (`GET`/`PUT /admin/profile`, see [`tollgate::http::admin`]) over
 /// `limiter`, for callers with `token`, to merge into the operators' router: accepted profiles
 /// are written to `save_to` when given; only loopback peers are answered unless `remote`.
-pub fn admin_router(
-    limiter: Arc<Limiter>,
+pub fn admin_router<B: Backend>(
+    limiter: Arc<B>,
     token: AdminToken,
     save_to: Option<std::path::PathBuf>,
     remote: bool,
@@ -206,8 +215,8 @@ async fn run_report() -> (StatusCode, Json<Value>) {
     (StatusCode::ACCEPTED, Json(json!({ "report": "queued" })))
 }
 
-async fn discovery(State(state): State<AppState>) -> Json<Value> {
-    Json(discovery_document(&state.limiter))
+async fn discovery<B: Backend>(State(state): State<AppState<B>>) -> Json<Value> {
+    Json(discovery_document(&*state.limiter))
 }
 
 async fn render_metrics(State(metrics): State<PrometheusHandle>) -> Response {
@@ -221,13 +230,16 @@ async fn render_metrics(State(metrics): State<PrometheusHandle>) -> Response {
 /// The discovery document served at `GET /.well-known/rate-limits`: the core's published
 /// limits (per route class its buckets, mode and routes; the Retry-After cap; the catalog; the
 /// capacity window). No usage figures and nothing about any tenant.
-pub fn discovery_document(limiter: &Limiter) -> Value {
+pub fn discovery_document<B: Backend>(limiter: &B) -> Value {
     serde_json::to_value(limiter.published_limits()).expect("the published limits serialize")
 }
 
 /// Reads `path` and puts it in force without losing bucket state. A bad profile is refused
 /// with its error and the old one stays.
-pub fn reload(limiter: &Limiter, path: &Path) -> Result<(), String> {
+pub fn reload<B: Backend>(limiter: &B, path: &Path) -> Result<(), String> {
     let profile = Profile::from_path(path).map_err(|e| e.to_string())?;
-    limiter.reload(profile).map_err(|e| e.to_string())
+    ProfileTarget::reload(limiter, profile).map_err(|e| match e {
+        ReloadRefusal::Profile(e) => e.to_string(),
+        ReloadRefusal::Invalid(detail) => detail,
+    })
 }

@@ -14,8 +14,11 @@
 //!
 //! The profile is reloaded on SIGHUP and when its file changes, without a restart; a bad edit is
 //! logged and the old profile stays in force. With `--state`, quotas survive a restart (needs
-//! `TOLLGATE_KEY_SECRET`). SIGTERM or ctrl-c stops it after the requests in flight. Both
-//! listeners run under `tollgate_ops`'s listener policy (caps, deadlines, body limit).
+//! `TOLLGATE_KEY_SECRET`). With `--redis URL` (feature `redis`) the buckets live in Redis and
+//! every gateway on the same server shares them; route classes with a `lease` decide locally
+//! from tokens leased ahead, and their unspent rest goes back when the gateway stops. SIGTERM
+//! or ctrl-c stops it after the requests in flight. Both listeners run under `tollgate_ops`'s
+//! listener policy (caps, deadlines, body limit).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,9 +26,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::Parser;
+use metrics_exporter_prometheus::PrometheusHandle;
 use tollgate::http::admin::{AdminToken, ADMIN_TOKEN_ENV};
 use tollgate::{Limiter, Profile};
 use tollgate_gateway::app;
+use tollgate_gateway::backend::Backend;
 use tollgate_ops::flags::{listen, Listen, ListenerFlags, StateFlags};
 use tollgate_ops::{shutdown, state, Protocol};
 
@@ -57,6 +62,10 @@ struct Args {
     /// Keep an accepted admin PUT in memory instead of writing it to the profile file.
     #[arg(long)]
     admin_in_memory: bool,
+    /// Buckets in Redis, shared by every gateway on it (redis://, rediss://,
+    /// redis+cluster://, redis+sentinel://); needs a gateway built with the `redis` feature.
+    #[arg(long, value_name = "URL", conflicts_with = "path")]
+    redis: Option<String>,
     #[command(flatten)]
     state: StateFlags,
     #[command(flatten)]
@@ -83,6 +92,24 @@ async fn main() {
     let metrics = app::prometheus()
         .install_recorder()
         .unwrap_or_else(|e| fail("metrics", &e));
+    let result = match args.redis.clone() {
+        None => embedded(profile, &args, tokens, admin_token, metrics).await,
+        Some(url) => redis(url, profile, &args, tokens, admin_token, metrics).await,
+    };
+    if let Err(e) = result {
+        fail("gateway", &e);
+    }
+    tracing::info!("stopped");
+}
+
+/// The embedded limiter, its quotas kept across restarts with `--state`.
+async fn embedded(
+    profile: Profile,
+    args: &Args,
+    tokens: app::Tokens,
+    admin_token: Option<AdminToken>,
+    metrics: PrometheusHandle,
+) -> Result<(), String> {
     let state_file = args.state.state_file();
     // Listed tenants get a label of their own (bounded: the rest are `other`), for the
     // dashboard's "limit hits by tenant".
@@ -95,12 +122,67 @@ async fn main() {
         .as_ref()
         .map(|s| state::checkpoint(&limiter, s).unwrap_or_else(|e| fail("state", &e)));
 
+    let served = serve(Arc::clone(&limiter), args, tokens, admin_token, metrics).await;
+    // After the requests in flight: the last decisions are in the snapshot.
+    let saved = checkpoint.map_or(Ok(()), state::finish);
+    served.and(saved)
+}
+
+/// The Redis limiter: connected before the listeners open, its leases given back after they
+/// close.
+#[cfg(feature = "redis")]
+async fn redis(
+    url: String,
+    profile: Profile,
+    args: &Args,
+    tokens: app::Tokens,
+    admin_token: Option<AdminToken>,
+    metrics: PrometheusHandle,
+) -> Result<(), String> {
+    let limiter = tollgate::redis::RedisLimiter::builder(&url, profile)
+        .per_tenant_metrics(true)
+        .connect()
+        .await
+        .map_err(|e| format!("--redis: {e}"))?;
+    tracing::info!(store = limiter.store_program(), "buckets in Redis");
+    let limiter = Arc::new(limiter);
+    let served = serve(Arc::clone(&limiter), args, tokens, admin_token, metrics).await;
+    // The tokens this gateway leased and did not spend go back before it exits.
+    let returned = limiter.return_leases().await;
+    if returned > 0 {
+        tracing::info!(tokens = returned, "leased tokens given back");
+    }
+    served
+}
+
+#[cfg(not(feature = "redis"))]
+async fn redis(
+    _: String,
+    _: Profile,
+    _: &Args,
+    _: app::Tokens,
+    _: Option<AdminToken>,
+    _: PrometheusHandle,
+) -> Result<(), String> {
+    Err("--redis needs a gateway built with the `redis` feature \
+         (cargo build -p tollgate-gateway --features redis)"
+        .into())
+}
+
+/// Serves both listeners over `limiter` until SIGTERM or ctrl-c, following the profile file.
+async fn serve<B: Backend>(
+    limiter: Arc<B>,
+    args: &Args,
+    tokens: app::Tokens,
+    admin_token: Option<AdminToken>,
+    metrics: PrometheusHandle,
+) -> Result<(), String> {
     let watched = (Arc::clone(&limiter), args.profile.clone());
     tokio::spawn(tollgate_ops::watch::watch(
         args.profile.clone(),
         move |why| {
             let (limiter, path) = (&watched.0, &watched.1);
-            match app::reload(limiter, path) {
+            match app::reload(&**limiter, path) {
                 Ok(()) => tracing::info!(profile = %path.display(), why, "profile reloaded"),
                 Err(e) => {
                     tracing::warn!(profile = %path.display(), why, error = %e, "profile not reloaded; the old one stays in force")
@@ -191,10 +273,5 @@ async fn main() {
             Ok(Ok(())) => {}
         }
     }
-    if let Some(cp) = checkpoint {
-        if let Err(e) = state::finish(cp) {
-            tracing::error!("{e}");
-        }
-    }
-    tracing::info!("stopped");
+    Ok(())
 }

@@ -120,6 +120,17 @@ impl ProfileTarget for Limiter {
     }
 }
 
+#[cfg(feature = "redis")]
+impl ProfileTarget for crate::redis::RedisLimiter {
+    fn profile(&self) -> Arc<Profile> {
+        crate::redis::RedisLimiter::profile(self)
+    }
+
+    fn reload(&self, profile: Profile) -> Result<(), ReloadRefusal> {
+        crate::redis::RedisLimiter::reload(self, profile).map_err(ReloadRefusal::Profile)
+    }
+}
+
 /// The admin profile route over a target.
 pub struct ProfileAdmin<T> {
     target: Arc<T>,

@@ -206,3 +206,45 @@ async fn a_primary_killed_under_load_fails_closed_and_forgets_no_admission() {
     .await
     .unwrap();
 }
+
+/// Two workers leasing one class's tokens, eight identities spread over the primaries: what
+/// one gives back (`return_leases`) the other can spend, and together they admit each
+/// identity's burst exactly, whichever node holds its bucket.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leases_on_every_primary_admit_the_burst_exactly() {
+    const BURST: usize = 24;
+    let cluster = RedisCluster::start();
+    let p = || {
+        Profile::from_yaml(&format!(
+            "name: leased\nidentities: {{ capacity: 1024 }}\nroute_classes:\n  r:\n    \
+             burst: {{ tokens: {BURST}, per: 1h }}\n    sustained: {{ tokens: 500, per: 1d }}\n    \
+             lease: {{ max_tokens: 8, ttl: 30s }}\n"
+        ))
+        .unwrap()
+    };
+    let (a, b) = (limiter(&cluster, p()).await, limiter(&cluster, p()).await);
+    let class = a.route_class("r").unwrap();
+    let tenants: Vec<String> = (0..8).map(|i| format!("tenant-{i}")).collect();
+    fn key(t: &str, class: tollgate::RouteClass) -> Key<'_> {
+        Key::authenticated(t, "alice", class).unwrap()
+    }
+    // Three decisions each on `a` leave it holding the rest of a lease; it gives them back.
+    for t in &tenants {
+        for _ in 0..3 {
+            assert_eq!(a.admit(&key(t, class)).await, Decision::Admit, "{t}");
+        }
+    }
+    assert!(a.return_leases().await > 0, "a held leased tokens");
+    for t in &tenants {
+        let mut admitted = 3;
+        for i in 0..2 * BURST {
+            let w = if i % 2 == 0 { &a } else { &b };
+            if w.admit(&key(t, class)).await == Decision::Admit {
+                admitted += 1;
+            }
+        }
+        assert_eq!(admitted, BURST, "{t}");
+    }
+    let holders: HashSet<usize> = cluster.keys().into_iter().map(|(i, _)| i).collect();
+    assert!(holders.len() >= 2, "keys on {holders:?} only");
+}

@@ -348,7 +348,7 @@ async fn a_valid_profile_is_in_force_from_the_next_request_and_saved() {
         "no temporary left"
     );
     // A reload of the file (what SIGHUP and the watcher do) keeps it.
-    app::reload(&f.limiter, &f.file).unwrap();
+    app::reload(&*f.limiter, &f.file).unwrap();
     assert_eq!(f.write_burst(), 3);
 }
 

@@ -551,7 +551,7 @@ async fn a_reload_changes_published_limits_and_headers_and_a_bad_one_changes_not
     );
 
     std::fs::write(&path, "name: broken\nidentities: { capacity: 64 }\n").unwrap();
-    let err = app::reload(&gw.limiter, &path).unwrap_err();
+    let err = app::reload(&*gw.limiter, &path).unwrap_err();
     assert!(err.contains("route_classes"), "{err}");
     let same = gw.send(Method::POST, "/v1/items", &auth).await;
     assert_eq!(
@@ -566,7 +566,7 @@ async fn a_reload_changes_published_limits_and_headers_and_a_bad_one_changes_not
     let bigger = src.replacen("tokens: 1\n", "tokens: 3\n", 1);
     assert_ne!(src, bigger);
     std::fs::write(&path, bigger).unwrap();
-    app::reload(&gw.limiter, &path).unwrap();
+    app::reload(&*gw.limiter, &path).unwrap();
     let after = gw.send(Method::POST, "/v1/items", &auth).await;
     assert_eq!(
         policy(&after),
