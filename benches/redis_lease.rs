@@ -191,28 +191,11 @@ fn fleet(all: &[Arc<RedisLimiter>]) -> Vec<Target> {
 
 /// The tokens the store holds charged for `p{who}`: its sustained TAT ahead of the server's
 /// clock in whole tokens (one refills every 18s, so a charge within the run counts whole).
-async fn charged(server: &RedisServer, limiter: &RedisLimiter, who: usize) -> u64 {
+fn charged(server: &RedisServer, limiter: &RedisLimiter, who: usize) -> u64 {
     let class = limiter.route_class("api").unwrap();
     let name = format!("p{who}");
     let key = Key::authenticated("acme", &name, class).unwrap();
-    let words = limiter.store_command(&key);
-    let k = words.iter().find(|w| w.contains(":i:")).unwrap();
-    let mut c = ::redis::Client::open(server.url())
-        .unwrap()
-        .get_multiplexed_async_connection()
-        .await
-        .unwrap();
-    let v: Option<Vec<u8>> = ::redis::cmd("GET")
-        .arg(k)
-        .query_async(&mut c)
-        .await
-        .unwrap();
-    let Some(v) = v.filter(|v| v.len() == 48) else {
-        return 0;
-    };
-    let f = |i: usize| f64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
-    let now = server.time_micros() as f64;
-    ((f(1) - now).max(0.0) / f(4)).ceil() as u64
+    server.charged(&limiter.store_command(&key))
 }
 
 fn main() {
@@ -290,7 +273,7 @@ fn main() {
         let (mut held_most, mut over, mut most) = (0u64, 0u64, 0u64);
         for who in 0..identities {
             let admitted = by[who].load(Ordering::Relaxed);
-            let held = charged(&server, &all[0], who).await;
+            let held = charged(&server, &all[0], who);
             held_most = held_most.max(held.saturating_sub(admitted));
             over += admitted.saturating_sub(allowed);
             most = most.max(admitted);
@@ -302,7 +285,7 @@ fn main() {
         let (mut store_total, mut worker_total, mut disagree) = (0, 0, 0);
         for who in 0..identities {
             let admitted = by[who].load(Ordering::Relaxed);
-            let store = charged(&server, &all[0], who).await;
+            let store = charged(&server, &all[0], who);
             store_total += store;
             worker_total += admitted;
             disagree += u64::from(store != admitted);

@@ -144,7 +144,7 @@ impl RedisBuilder {
         let store = Arc::new(Store::new(conn, self.prefix, self.margin, self.redis_module).await?);
         let leases = Arc::new(Leases::new(identities));
         let (lease_metrics, started) = (LeaseMetrics::new(), Instant::now());
-        tokio::spawn(super::sweep(
+        tokio::spawn(super::leased::sweep(
             Arc::downgrade(&leases),
             store.clone(),
             lease_metrics.clone(),

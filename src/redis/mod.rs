@@ -132,6 +132,7 @@ mod fleet_message;
 mod fleet_signature;
 mod fleet_watch;
 mod lease;
+mod leased;
 mod program;
 mod script;
 mod sentinel;
@@ -147,7 +148,7 @@ pub use fleet_watch::{FleetTarget, FleetWatch, DEFAULT_POLL};
 
 use crate::config::Config;
 use deny::DenyCache;
-use lease::{Grant, Leases, Spend, Unspent};
+use lease::Leases;
 use script::{Answer, Owner, Store};
 use telemetry::{LeaseMetrics, Return, StoreMetrics};
 
@@ -363,37 +364,6 @@ impl RedisLimiter {
         Ok(())
     }
 
-    /// Gives every leased token not yet spent back to the store and waits for it: how many
-    /// went back (a refund the store does not answer within `store.timeout` leaves its tokens
-    /// charged until the buckets refill). Call it before a worker stops; the limiter stays
-    /// usable (later decisions take new leases). Dropping the limiter gives them back too, on
-    /// the runtime it connected on, without waiting.
-    pub async fn return_leases(&self) -> u64 {
-        give_back(
-            &self.store,
-            self.leases.drain(),
-            Return::Shutdown,
-            &self.lease_metrics,
-        )
-        .await
-    }
-
-    /// Gives `back` to the store from a task of the limiter's runtime.
-    fn give_back_later(&self, back: Vec<Unspent>, why: Return) {
-        if back.is_empty() {
-            return;
-        }
-        let (store, metrics) = (self.store.clone(), self.lease_metrics.clone());
-        self.runtime.spawn(async move {
-            give_back(&store, back, why, &metrics).await;
-        });
-    }
-
-    /// This worker's clock for leases: ns since the limiter connected.
-    fn local_now(&self) -> u64 {
-        self.started.elapsed().as_nanos() as u64
-    }
-
     /// What decides in Redis: `"module"` (tollgate's Redis module, `tollgate.admit`),
     /// `"function"` (the Redis function, `FCALL`) or `"script"` (`EVALSHA`, before Redis 7).
     /// Also the gauge `tollgate_store_program{program}` (feature `metrics`).
@@ -431,26 +401,13 @@ impl RedisLimiter {
         leased: bool,
     ) -> (Verdict, Option<u64>) {
         let digests = self.engine.hasher.digests(key);
-        // A lease in hand: decided here, without holding the profile past this call.
-        let spend = {
-            let cfg = self.engine.config.load();
-            let class = cfg.class(key.class);
-            match class.lease.filter(|_| leased && charge) {
-                Some(_) => {
-                    let now = self.local_now();
-                    let asking = cfg.store_timeout.as_nanos() as u64;
-                    let spend = self.leases.spend(digests.0, n, now, &cfg, asking);
-                    if let Spend::Local = spend {
-                        self.lease_metrics.decision(true);
-                        if conclude {
-                            self.engine.admitted(&cfg, key.class, Tenant::of(key), now);
-                        }
-                        return (Verdict::of(class.shadow, Decision::Admit), None);
-                    }
-                    Some(spend)
-                }
-                None => None,
+        let spend = if leased && charge {
+            match self.spend_in_hand(key, digests.0, n, conclude) {
+                Ok(verdict) => return (verdict, None),
+                Err(spend) => spend,
             }
+        } else {
+            None
         };
         let cfg = self.engine.config.load_full();
         let class = cfg.class(key.class);
@@ -511,120 +468,6 @@ impl RedisLimiter {
             deny.insert(digests.0, retry_after, bucket);
         }
         (answer.decision, Some(answer))
-    }
-
-    /// A decision on a class with leases (see `lease.rs`) that the lease in hand could not
-    /// make (`spend`, the caller's try, unless a reload came between): the store is asked for a
-    /// new lease of at least `n` tokens (a refused larger lease is asked again for `n` alone,
-    /// the request's exact decision). `most` and `ttl` are the class's.
-    #[allow(clippy::too_many_arguments)]
-    async fn decide_leased(
-        &self,
-        cfg: &Arc<Config>,
-        key: &Key<'_>,
-        digests: (crate::identity::Digest, crate::identity::Digest),
-        charge: bool,
-        n: u32,
-        (most, ttl): (u32, Duration),
-        spend: Option<Spend>,
-    ) -> (Decision, Option<Answer>) {
-        let digest = digests.0;
-        let sent = self.local_now();
-        if !charge {
-            if self.leases.holds(digest, sent, cfg) {
-                return (Decision::Admit, None);
-            }
-            return self.ask_store(cfg, key, digests, false, n).await;
-        }
-        let asking = cfg.store_timeout.as_nanos() as u64;
-        let spend = spend.unwrap_or_else(|| self.leases.spend(digest, n, sent, cfg, asking));
-        let (size, asker) = match spend {
-            Spend::Local => {
-                self.lease_metrics.decision(true);
-                return (Decision::Admit, None);
-            }
-            Spend::Store { size, back, asker } => {
-                self.give_back_later(back.into_iter().collect(), Return::Expiry);
-                (size, asker)
-            }
-        };
-        self.lease_metrics.decision(false);
-        // `most` is at most either bucket (the profile's check), so a lease of it fits one call.
-        let want = size.max(n);
-        let (mut decision, mut answer) = self.ask_store(cfg, key, digests, true, want).await;
-        let mut took = want;
-        if want > n && answer.is_some_and(|a| !a.decision.is_admit()) {
-            // Until the wait for the larger lease has passed, leases are one token.
-            let wait = decision.retry_after().unwrap_or(ttl);
-            self.leases
-                .refused(digest, sent.saturating_add(wait.as_nanos() as u64));
-            (decision, answer) = self.ask_store(cfg, key, digests, true, n).await;
-            took = n;
-        }
-        if let Some(a) = answer.filter(|a| a.decision.is_admit()) {
-            self.lease_metrics.granted(took);
-            let grant = Grant {
-                owner: Owner::of(key),
-                tenant: digests.1,
-                took,
-                spent: n,
-                burst_left: a.burst_left,
-                most,
-                asker,
-                expires: lease::expiry(sent, ttl, a.now, Store::window_end(cfg, a.now)),
-                ttl: ttl.as_nanos() as u64,
-                at: a.now,
-            };
-            let evicted = self.leases.granted(digest, grant, self.local_now(), cfg);
-            self.give_back_later(evicted.into_iter().collect(), Return::Eviction);
-        }
-        (decision, answer)
-    }
-}
-
-/// Gives `back` to the store, the refunds in flight together: the tokens that went back.
-async fn give_back(
-    store: &Arc<Store>,
-    back: Vec<Unspent>,
-    why: Return,
-    metrics: &LeaseMetrics,
-) -> u64 {
-    let mut calls = tokio::task::JoinSet::new();
-    for u in back {
-        let store = store.clone();
-        calls.spawn(async move {
-            let ok = store
-                .refund(&u.cfg, u.owner, (u.digest, u.tenant), u.n, u.at)
-                .await;
-            (u.n, ok)
-        });
-    }
-    let mut returned = 0;
-    while let Some(done) = calls.join_next().await {
-        if let Ok((n, ok)) = done {
-            metrics.returned(why, n, ok);
-            returned += if ok { u64::from(n) } else { 0 };
-        }
-    }
-    returned
-}
-
-/// Every 100ms, the rest of each expired lease goes back to the store, until the limiter is
-/// dropped.
-async fn sweep(
-    leases: std::sync::Weak<Leases>,
-    store: Arc<Store>,
-    metrics: LeaseMetrics,
-    started: Instant,
-) {
-    loop {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let Some(leases) = leases.upgrade() else {
-            return;
-        };
-        let back = leases.expired(started.elapsed().as_nanos() as u64);
-        drop(leases);
-        give_back(&store, back, Return::Expiry, &metrics).await;
     }
 }
 

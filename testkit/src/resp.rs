@@ -5,8 +5,6 @@ use std::io::{BufRead, BufReader, Write};
 use std::net::{TcpListener, TcpStream};
 use std::time::Duration;
 
-/// Runs one command on the server at 127.0.0.1:`port`; the reply flattened to strings (arrays
-/// one element a line), an error reply as an error.
 /// The clock (`TIME`) of the server on `port`, in microseconds since the Unix epoch.
 pub fn time_micros_at(port: u16) -> u64 {
     let time = cmd_at(port, &["TIME"]).expect("redis TIME");
@@ -16,7 +14,19 @@ pub fn time_micros_at(port: u16) -> u64 {
     parts.next().expect("seconds") * 1_000_000 + parts.next().expect("microseconds")
 }
 
+/// Runs one command on the server at 127.0.0.1:`port`; the reply flattened to strings (arrays
+/// one element a line), an error reply as an error.
 pub fn cmd_at(port: u16, args: &[&str]) -> std::io::Result<String> {
+    let out = bytes_at(port, args)?;
+    let out: Vec<String> = out
+        .iter()
+        .map(|b| String::from_utf8_lossy(b).into_owned())
+        .collect();
+    Ok(out.join("\n"))
+}
+
+/// [`cmd_at`]'s reply as it came: one byte string per element (none for a nil).
+pub fn bytes_at(port: u16, args: &[&str]) -> std::io::Result<Vec<Vec<u8>>> {
     let mut s = TcpStream::connect(("127.0.0.1", port))?;
     s.set_read_timeout(Some(Duration::from_secs(5)))?;
     let mut req = format!("*{}\r\n", args.len());
@@ -27,7 +37,7 @@ pub fn cmd_at(port: u16, args: &[&str]) -> std::io::Result<String> {
     let mut r = BufReader::new(s);
     let mut out = Vec::new();
     read_reply(&mut r, &mut out)?;
-    Ok(out.join("\n"))
+    Ok(out)
 }
 
 /// A free loopback port (bound, then released: the caller binds it soon after).
@@ -48,13 +58,13 @@ pub fn missing(binary: &str, e: std::io::Error) -> ! {
     )
 }
 
-fn read_reply(r: &mut impl BufRead, out: &mut Vec<String>) -> std::io::Result<()> {
+fn read_reply(r: &mut impl BufRead, out: &mut Vec<Vec<u8>>) -> std::io::Result<()> {
     let mut line = String::new();
     r.read_line(&mut line)?;
     let line = line.trim_end_matches("\r\n");
     let (kind, rest) = line.split_at(1.min(line.len()));
     match kind {
-        "+" | ":" => out.push(rest.to_owned()),
+        "+" | ":" => out.push(rest.as_bytes().to_vec()),
         "-" => {
             return Err(std::io::Error::other(format!("redis error: {rest}")));
         }
@@ -64,7 +74,7 @@ fn read_reply(r: &mut impl BufRead, out: &mut Vec<String>) -> std::io::Result<()
                 let mut buf = vec![0; n as usize + 2];
                 r.read_exact(&mut buf)?;
                 buf.truncate(n as usize);
-                out.push(String::from_utf8_lossy(&buf).into_owned());
+                out.push(buf);
             }
         }
         "*" => {
