@@ -26,7 +26,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis_server::RedisServer;
+use redis_server::{charged_at, RedisServer};
 use tollgate::redis::RedisLimiter;
 use tollgate::{Decision, Key, Limiter, Profile};
 
@@ -95,6 +95,8 @@ struct Run {
     calls: u64,
     p50: Duration,
     p99: Duration,
+    /// Sampled at refusals (past the limits only): tokens the identity's other leases held.
+    held_at_refusal: Vec<u64>,
 }
 
 /// Who decides: a worker of the fleet, or the embedded limiter (shared by the same callers).
@@ -115,6 +117,7 @@ async fn drive(
 ) -> Run {
     let stop = Arc::new(AtomicBool::new(false));
     let calls = store_calls(server);
+    let port = server.port();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (w, target) in targets.iter().enumerate() {
@@ -127,6 +130,7 @@ async fn drive(
                 }
                 .unwrap();
                 let (mut decisions, mut admitted, mut times) = (0u64, 0u64, Vec::new());
+                let (mut refused, mut held) = (0u64, Vec::new());
                 let mut i = (w * CALLERS + c) * 7919;
                 let names: Vec<String> = (0..identities).map(|n| format!("p{n}")).collect();
                 while !stop.load(Ordering::Relaxed) {
@@ -148,7 +152,17 @@ async fn drive(
                                 by[i].fetch_add(1, Ordering::Relaxed);
                             }
                         }
-                        Decision::Throttle { .. } => {}
+                        Decision::Throttle { .. } => {
+                            refused += 1;
+                            // What the store charged and no worker admitted is in leases: a
+                            // refused caller holds none of its own, so the others hold it.
+                            if let (Some(by), Target::Fleet(l), 0) =
+                                (&admitted_by, &target, refused % 16)
+                            {
+                                let charged = charged_at(port, &l.store_command(&key));
+                                held.push(charged.saturating_sub(by[i].load(Ordering::Relaxed)));
+                            }
+                        }
                         d => panic!("unexpected {d:?}"),
                     }
                     // Decisions that need no round trip never yield: let the other callers in.
@@ -156,7 +170,7 @@ async fn drive(
                         tokio::task::yield_now().await;
                     }
                 }
-                (decisions, admitted, times)
+                (decisions, admitted, times, held)
             }));
         }
     }
@@ -169,10 +183,12 @@ async fn drive(
         calls: 0,
         p50: Duration::ZERO,
         p99: Duration::ZERO,
+        held_at_refusal: Vec::new(),
     };
     let mut times = Vec::new();
     for t in tasks {
-        let (d, a, ts) = t.await.unwrap();
+        let (d, a, ts, held) = t.await.unwrap();
+        run.held_at_refusal.extend(held);
         run.decisions += d;
         run.admitted += a;
         times.extend(ts);
@@ -298,6 +314,15 @@ fn main() {
         println!("| most admitted for one identity | {most} (the burst allows {allowed} over {:.1}s + ttl) |", run.secs);
         println!("| admissions over that, all identities | {over} |");
         println!("| most tokens held in leases for one identity at the end | {held_most} (at most {WORKERS} x 8, one lease per worker) |");
+        let samples = &run.held_at_refusal;
+        println!(
+            "| tokens other workers held for an identity at a refusal (one refusal in 16 sampled) | \
+             mean {:.2}, most {} over {} samples (at most ({WORKERS} - 1) x 8 = {}) |",
+            samples.iter().sum::<u64>() as f64 / samples.len().max(1) as f64,
+            samples.iter().max().copied().unwrap_or(0),
+            samples.len(),
+            (WORKERS - 1) * 8,
+        );
         println!("| tokens given back at shutdown | {returned} |");
         println!("| store calls per decision | {:.3} |", run.calls as f64 / run.decisions as f64);
     });

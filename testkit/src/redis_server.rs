@@ -113,23 +113,10 @@ impl RedisServer {
         time_micros_at(self.port)
     }
 
-    /// The tokens the store has charged the identity that a decision's command names (the
-    /// `:i:` key of `RedisLimiter::store_command`) and not had back: its sustained TAT ahead
-    /// of the server's clock, in whole tokens (a charge within the last emission interval
-    /// counts whole). 0 for an identity the store does not hold.
+    /// The tokens the store has charged the identity that a decision's command names and not
+    /// had back (see [`charged_at`]).
     pub fn charged(&self, command: &[String]) -> u64 {
-        let name = command
-            .iter()
-            .find(|w| w.contains(":i:"))
-            .expect("a decision's command names its identity's key");
-        let reply = bytes_at(self.port, &["GET", name]).expect("redis GET");
-        let Some(v) = reply.first() else { return 0 };
-        assert_eq!(v.len(), 48, "a packed identity (six doubles)");
-        let f = |i: usize| f64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
-        // The sustained TAT and the sustained emission interval, in microseconds.
-        let (tat, interval) = (f(1), f(4));
-        let now = self.time_micros() as f64;
-        ((tat - now).max(0.0) / interval).ceil() as u64
+        charged_at(self.port, command)
     }
 
     /// Calls of one command since the server started (`INFO commandstats`), e.g. "evalsha".
@@ -154,4 +141,23 @@ impl Drop for RedisServer {
         }
         self.kill();
     }
+}
+
+/// The tokens the server on `port` has charged the identity that a decision's command names (the
+/// `:i:` key of `RedisLimiter::store_command`) and not had back: its sustained TAT ahead
+/// of the server's clock, in whole tokens (a charge within the last emission interval
+/// counts whole). 0 for an identity the store does not hold.
+pub fn charged_at(port: u16, command: &[String]) -> u64 {
+    let name = command
+        .iter()
+        .find(|w| w.contains(":i:"))
+        .expect("a decision's command names its identity's key");
+    let reply = bytes_at(port, &["GET", name]).expect("redis GET");
+    let Some(v) = reply.first() else { return 0 };
+    assert_eq!(v.len(), 48, "a packed identity (six doubles)");
+    let f = |i: usize| f64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap());
+    // The sustained TAT and the sustained emission interval, in microseconds.
+    let (tat, interval) = (f(1), f(4));
+    let now = time_micros_at(port) as f64;
+    ((tat - now).max(0.0) / interval).ceil() as u64
 }
