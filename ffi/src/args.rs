@@ -40,14 +40,29 @@ pub(crate) unsafe fn str_arg<'a>(ptr: *const c_char, len: usize) -> Result<&'a s
     // SAFETY: 1. The caller's guarantees are those `bytes_arg` needs. 2. `c_char` and `u8` have
     // the same size and alignment.
     let bytes = unsafe { bytes_arg(ptr.cast::<u8>(), len) }?;
-    // Ids are nearly always ASCII, which `is_ascii` checks a word at a time; `from_utf8` walks a
+    // Ids are nearly always ASCII, which `ascii` checks a word at a time; `from_utf8` walks a
     // string this short byte by byte (about 135 instructions for a 14-byte id, callgrind), which
     // made the two checks of `tg_admit` cost half as much as the decision itself.
-    if bytes.is_ascii() {
+    if ascii(bytes) {
         // SAFETY: ASCII bytes are valid UTF-8.
         return Ok(unsafe { core::str::from_utf8_unchecked(bytes) });
     }
     core::str::from_utf8(bytes).map_err(|_| tg_result::InvalidUtf8)
+}
+
+/// `bytes.is_ascii()`, in two overlapping word loads for ids of 8 to 16 bytes (the usual
+/// tenant and user ids), where the standard library's check, built for long strings, takes
+/// about 30 instructions an id.
+#[inline]
+fn ascii(bytes: &[u8]) -> bool {
+    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+    let n = bytes.len();
+    if (8..=16).contains(&n) {
+        let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+        (word(0) | word(n - 8)) & HIGH_BITS == 0
+    } else {
+        bytes.is_ascii()
+    }
 }
 
 /// An IP address from C: 4 bytes (IPv4) or 16 (IPv6), in network byte order.
@@ -80,5 +95,24 @@ pub(crate) fn out_arg<T>(ptr: *mut T) -> Result<*mut T, tg_result> {
         Err(tg_result::NullArgument)
     } else {
         Ok(ptr)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ascii;
+
+    #[test]
+    fn ascii_agrees_with_the_standard_check_at_every_length_and_position() {
+        for len in 0..=40 {
+            let clean = vec![b'a'; len];
+            assert!(ascii(&clean), "{len}");
+            for at in 0..len {
+                let mut b = clean.clone();
+                b[at] = 0xC3;
+                assert_eq!(ascii(&b), b.is_ascii(), "{len} {at}");
+                assert!(!ascii(&b), "{len} {at}");
+            }
+        }
     }
 }

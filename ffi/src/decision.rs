@@ -77,6 +77,16 @@ pub struct tg_decision {
 }
 
 impl tg_decision {
+    /// The C form of [`Decision::Admit`]: one constant, for the answer most calls give.
+    pub(crate) const ADMITTED: tg_decision = tg_decision {
+        kind: tg_decision_kind::Admit,
+        http_status: 200,
+        bucket: tg_bucket_kind::None,
+        cause: tg_cause::None,
+        retry_after_ms: TG_RETRY_AFTER_NONE,
+        code: c"".as_ptr(),
+    };
+
     /// The C form of `d`, whose catalog code (`""` for an admit) is `code`.
     #[inline]
     pub(crate) fn new(d: Decision, code: *const c_char) -> tg_decision {
@@ -128,4 +138,27 @@ pub(crate) fn millis_up(d: Duration) -> u64 {
     u64::try_from(ms)
         .unwrap_or(u64::MAX)
         .min(TG_RETRY_AFTER_NONE - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::ffi::CStr;
+
+    #[test]
+    fn the_admitted_constant_is_what_an_admit_converts_to() {
+        let made = tg_decision::new(Decision::Admit, c"".as_ptr());
+        let constant = tg_decision::ADMITTED;
+        // SAFETY: both codes point to NUL-terminated literals.
+        let codes = unsafe { (CStr::from_ptr(made.code), CStr::from_ptr(constant.code)) };
+        assert_eq!(codes.0, codes.1);
+        assert_eq!(
+            tg_decision {
+                code: made.code,
+                ..constant
+            },
+            made,
+            "every field but the code's address"
+        );
+    }
 }

@@ -121,6 +121,9 @@ impl Handle {
     /// The C form of `d`, with the catalog code of the profile in force.
     #[inline]
     pub(crate) fn decision(&self, d: Decision) -> tg_decision {
+        if d.is_admit() {
+            return tg_decision::ADMITTED;
+        }
         let code = match d.catalog_entry() {
             None => c"".as_ptr(),
             // Acquire pairs with the Release store in `publish`: the bytes behind the pointer
