@@ -9,9 +9,13 @@
 //! partition holds more than its cap: a flood of new identities in one partition is refused
 //! at that partition's cap and never takes a slot another partition needs beyond it.
 //!
-//! The scan prefers, in this order: a reclaimable slot of the claimer's own partition (free),
-//! then a never-used slot, then another partition's reclaimable slot (whose occupant, full but
-//! perhaps a light live caller, must then claim again).
+//! The scan prefers, in this order: a never-used slot while the claimer's partition is below
+//! its cap, then a reclaimable slot of its own partition (free of the cap), then another
+//! partition's reclaimable slot (whose occupant, full but perhaps a light live caller, must
+//! then claim again). A never-used slot comes first because a reclaimable occupant is often a
+//! live caller whose buckets refilled between its requests: evicting it while the table has
+//! room makes it claim again on its next request, and it then evicts another, so that a
+//! tenant's callers would keep taking each other's slots in a table with room for all.
 
 use super::{Kind, Slot, SlotState, Stamp, Table, TableFull, Tag, WINDOW};
 use crate::bucket::Tats;
@@ -64,8 +68,9 @@ struct Candidate {
 
 enum Pick {
     Found(usize, SlotState),
-    /// Not in its window; the slot to claim, if any.
-    Absent(Option<Candidate>),
+    /// Not in its window; the slot to claim, if any, and the claimer's own reclaimable slot to
+    /// take instead if the first is a never-used one and the partition is at its cap.
+    Absent(Option<Candidate>, Option<Candidate>),
     /// A claim for this very digest is in progress; look again when it is published.
     Wait,
 }
@@ -98,12 +103,22 @@ impl<K: Kind> Table<K> {
             match self.claim_scan(d, home, own, now) {
                 Pick::Found(i, seen) => return Ok(Claimed::Found(i, seen)),
                 Pick::Wait => spin.snooze(),
-                Pick::Absent(None) => return Err(TableFull),
-                Pick::Absent(Some(c)) => {
-                    match self.claim(d, (home, seq), (c, stamp), claimer, now, f) {
-                        Attempt::Done(r) => return Ok(Claimed::Done(r)),
-                        Attempt::Retry => {}
-                        Attempt::Full => return Err(TableFull),
+                Pick::Absent(first, fallback) => {
+                    // A claim refused at the cap touched no slot (`Table::claim` reserves
+                    // first for a slot not its own), so `seq` still holds for the fallback.
+                    let mut picks = first.into_iter().chain(fallback);
+                    let Some(mut c) = picks.next() else {
+                        return Err(TableFull);
+                    };
+                    loop {
+                        match self.claim(d, (home, seq), (c, stamp), claimer, now, f) {
+                            Attempt::Done(r) => return Ok(Claimed::Done(r)),
+                            Attempt::Retry => break,
+                            Attempt::Full => match picks.next() {
+                                Some(next) => c = next,
+                                None => return Err(TableFull),
+                            },
+                        }
                     }
                 }
             }
@@ -119,13 +134,14 @@ impl<K: Kind> Table<K> {
             let seen = slot.state.load(Ordering::Acquire);
             if seen.is_empty() {
                 // Never used: nothing was ever placed beyond it for this home. Preferred to
-                // another partition's slot, whose occupant may be a light live caller.
+                // any reclaimable slot while the partition may grow (the module doc says why);
+                // at the cap, the partition's own reclaimable slot, if the window has one.
                 let empty = Candidate {
                     i,
                     seen,
                     own: false,
                 };
-                return Pick::Absent(mine.or(Some(empty)));
+                return Pick::Absent(Some(empty), mine);
             }
             let hit = slot.digest() == d;
             if seen.is_busy() {
@@ -147,7 +163,7 @@ impl<K: Kind> Table<K> {
                 }
             }
         }
-        Pick::Absent(mine.or(other))
+        Pick::Absent(mine.or(other), None)
     }
 
     /// Claims the candidate slot for `d` (the home's claim counter read as `seq` before the
@@ -333,5 +349,43 @@ mod tests {
         assert!(matches!(got, Attempt::Done(())));
         assert_eq!((t.peek(d1), t.peek(d2)), (None, Some(Tats::full(100))));
         assert_eq!(counts, (Some(0), Some(1)));
+    }
+    /// Callers whose buckets refill between their requests (every slot reclaimable when its
+    /// caller is away) keep their slots in a table with room for all of them: a new caller
+    /// takes a never-used slot, not a neighbour's, so after the first round nobody claims.
+    #[test]
+    fn idle_callers_keep_their_slots_while_the_table_has_room() {
+        let t: Table = Table::new(256);
+        let held = Held::default();
+        let a = Capped::new(PA, 256, &held);
+        // Homes at random (splitmix64), so that windows overlap as real digests' do.
+        let mix = |n: u64| {
+            let z = n.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            let z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^ (z >> 31)
+        };
+        let ids: Vec<Digest> = (1..=128u64)
+            .map(|n| Digest {
+                hi: n,
+                lo: mix(n) | 1,
+            })
+            .collect();
+        let claims = |t: &Table| -> u64 {
+            t.slots
+                .iter()
+                .map(|s| s.claims.load(Ordering::Acquire))
+                .sum()
+        };
+        for round in 0..4u64 {
+            let now = 1 + 1_000 * round;
+            for &d in &ids {
+                // Full again at once: reclaimable as soon as the caller is done.
+                t.update(d, &a, now, |_| Apply::Write(Tats::full(now), ()))
+                    .unwrap();
+            }
+            assert_eq!(claims(&t), ids.len() as u64, "round {round}");
+        }
+        assert_eq!(held.borrow().get(&PA).copied(), Some(ids.len() as u64));
     }
 }

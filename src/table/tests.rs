@@ -177,6 +177,29 @@ fn a_never_used_slot_is_taken_before_another_partitions() {
     assert_eq!((h.get(&pa), h.get(&pb)), (Some(&1), Some(&1)));
 }
 
+/// A partition at its cap, whose window has its own reclaimable slot and then a never-used
+/// one, reuses its own: the never-used slot would cost one of the cap it does not have.
+#[test]
+fn a_partition_at_its_cap_reuses_its_own_slot_before_a_never_used_one() {
+    let t: Table = Table::new(3);
+    let held = Held::default();
+    let a = Capped::new(PA, 1, &held);
+    assert_eq!((t.home(d(1)), t.home(d(2))), (0, 0));
+    put(&t, &a, 1, 0).unwrap();
+    // At 100 identity 1 is full again: reclaimable, and slot 1 was never used.
+    put(&t, &a, 2, 100).unwrap();
+    assert_eq!((t.peek(d(1)), t.peek(d(2))), (None, Some(Tats::full(200))));
+    assert_eq!(held.borrow().get(&PA), Some(&1));
+    // Below its cap the never-used slot is taken, and identity 2 keeps its slot.
+    let a2 = Capped::new(PA, 2, &held);
+    put(&t, &a2, 1, 300).unwrap();
+    assert_eq!(
+        (t.peek(d(1)), t.peek(d(2))),
+        (Some(Tats::full(400)), Some(Tats::full(200)))
+    );
+    assert_eq!(held.borrow().get(&PA), Some(&2));
+}
+
 /// An admit whose slot is reclaimed for another identity between its read and its CAS (here
 /// from inside its own update: one thread standing in for two) writes nothing into the new
 /// occupant's state: the new generation fails its CAS, and it looks for its identity again.
