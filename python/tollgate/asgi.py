@@ -69,9 +69,8 @@ class TollgateMiddleware:
             return
         who: Identity = None
         if self.identify is not None:
-            who = self.identify(scope)
-            if inspect.isawaitable(who):
-                who = await who
+            found = self.identify(scope)
+            who = await found if inspect.isawaitable(found) else found
         cls = None
         if self.route_class is not None:
             cls = self.route_class(scope)
