@@ -187,7 +187,7 @@ pub(crate) fn admit_request(
         }
     };
     Ok(Some(PyHttpAnswer {
-        decision: limiter.wrap_decision(py, decision)?,
+        decision: limiter.wrap_decision(py, decision, class)?,
         status,
         headers,
         body,

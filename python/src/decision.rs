@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
-use tollgate::http::{Answer, RequestId};
+use tollgate::http::{policy_header, Answer, RequestId};
 use tollgate::{BucketKind, Cause, Decision, Profile};
 
 /// A refusal as Python gets it: status, headers, problem body.
@@ -44,14 +44,21 @@ impl PyRouteClass {
 #[pyclass(name = "Decision", module = "tollgate", frozen)]
 pub struct PyDecision {
     pub(crate) decision: Decision,
-    /// The profile in force when it was decided, for a refusal's headers and body (`None` for
-    /// an admission, which needs neither).
-    pub(crate) profile: Option<Arc<Profile>>,
+    /// The profile in force when it was decided and the route class charged, for a refusal's
+    /// headers and body (`None` for an admission, which needs neither).
+    pub(crate) refused: Option<(Arc<Profile>, tollgate::RouteClass)>,
 }
 
 impl PyDecision {
-    pub(crate) fn new(decision: Decision, profile: Option<Arc<Profile>>) -> Self {
-        PyDecision { decision, profile }
+    pub(crate) fn new(
+        decision: Decision,
+        refused: Option<(Arc<Profile>, tollgate::RouteClass)>,
+    ) -> Self {
+        PyDecision { decision, refused }
+    }
+
+    fn profile(&self) -> Option<&Profile> {
+        self.refused.as_ref().map(|(p, _)| &**p)
     }
 }
 
@@ -81,7 +88,7 @@ impl PyDecision {
     /// the profile's `retry_after.max`; `None` where the header is omitted.
     #[getter]
     fn retry_after_secs(&self) -> Option<u64> {
-        let profile = self.profile.as_ref()?;
+        let profile = self.profile()?;
         self.decision
             .retry_after_secs(profile.retry_after.max.get())
     }
@@ -125,18 +132,30 @@ impl PyDecision {
     /// The catalog code callers see (`rate_limited`, ...); `None` when admitted.
     #[getter]
     fn code(&self) -> Option<String> {
-        let profile = self.profile.as_ref()?;
+        let profile = self.profile()?;
         self.decision.catalog_code(profile).map(str::to_owned)
     }
 
     /// The refusal as the Rust HTTP contract writes it: `(status, headers, body)` with the
-    /// RFC 9457 problem body as bytes; `None` when admitted. `request_id` is the caller's
+    /// route class's `RateLimit-Policy` and the RFC 9457 problem body as bytes; `None` when
+    /// admitted. `request_id` is the caller's
     /// `X-Request-Id` if well-formed (else a fresh one is made).
     #[pyo3(signature = (request_id=None))]
     fn refusal<'py>(&self, py: Python<'py>, request_id: Option<&str>) -> Option<Refusal<'py>> {
-        let profile = self.profile.as_ref()?;
+        let (profile, class) = self.refused.as_ref()?;
         let id = request_id_or_new(request_id);
-        let response = Answer::new(self.decision, profile, &id).refusal::<Vec<u8>>()?;
+        let mut answer = Answer::new(self.decision, profile, &id);
+        // The class's policy, as the middleware sends it (a reload may not drop a class, but
+        // the profile here is the one the decision was made under).
+        let policy = profile
+            .route_classes
+            .iter()
+            .nth(class.index() as usize)
+            .map(|(_, limits)| policy_header(limits));
+        if let Some(policy) = &policy {
+            answer = answer.with_policy(policy);
+        }
+        let response = answer.refusal::<Vec<u8>>()?;
         let headers = crate::answer::header_pairs(response.headers());
         Some((
             response.status().as_u16(),

@@ -111,18 +111,22 @@ impl PyLimiter {
             None => self.limiter.admit(key),
             Some(n) => self.limiter.admit_n(key, n),
         };
-        self.wrap_decision(py, decision)
+        self.wrap_decision(py, decision, key.class())
     }
 
     pub(crate) fn wrap_decision(
         &self,
         py: Python<'_>,
         decision: Decision,
+        class: RouteClass,
     ) -> PyResult<Py<PyDecision>> {
         if decision.is_admit() {
             return Ok(self.admitted.clone_ref(py));
         }
-        Py::new(py, PyDecision::new(decision, Some(self.limiter.profile())))
+        Py::new(
+            py,
+            PyDecision::new(decision, Some((self.limiter.profile(), class))),
+        )
     }
 }
 

@@ -7,7 +7,7 @@ import httpx
 import pytest
 
 from tollgate import Backoff, RetryBudget, RetryPolicy, is_idempotent, parse_retry_after
-from tollgate.httpx import RetryTransport
+from tollgate.httpx import AsyncRetryTransport, RetryTransport
 
 NOW = 784_111_777 - 60  # a minute before Sun, 06 Nov 1994 08:49:37 GMT
 
@@ -137,3 +137,34 @@ def test_the_transport_waits_out_a_real_servers_throttle(servers):
         assert statuses[-1] == 429
         r = polite.get("/v1/items")
     assert r.status_code == 200 and r.extensions["tollgate.attempts"] == 2
+
+
+def test_the_async_transport_runs_the_same_loop_without_blocking_the_event_loop():
+    import asyncio
+
+    async def main() -> None:
+        script = Script((503, {"Retry-After": "1"}), (200, {}), (429, {"Retry-After": "120"}))
+        transport = AsyncRetryTransport(
+            httpx.MockTransport(script), policy=RetryPolicy(max_wait=5.0, backoff=Backoff(0.001, 0.01))
+        )
+        finished = []
+
+        async def other_work() -> None:
+            await asyncio.sleep(0)
+            finished.append("other work")
+
+        async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+
+            async def request() -> httpx.Response:
+                r = await client.get("/")
+                finished.append("request")
+                return r
+
+            first, _ = await asyncio.gather(request(), other_work())
+            second = await client.get("/")
+        assert first.status_code == 200 and first.extensions["tollgate.attempts"] == 2
+        assert second.status_code == 429 and second.extensions["tollgate.give_up"] == "wait_too_long"
+        # The other task ran while the request waited out its Retry-After.
+        assert finished == ["other work", "request"]
+
+    asyncio.run(main())

@@ -49,6 +49,7 @@ def test_the_refusal_is_the_rust_http_answer(limiter):
     assert status == 429
     assert dict(headers)["retry-after"] == "30"
     assert dict(headers)["x-request-id"] == "req-7"
+    assert dict(headers)["ratelimit-policy"] == '"burst";q=2;w=60, "sustained";q=1200;w=3600'
     assert b'"request_id":"req-7"' in body and b"acme" not in body
     assert limiter.admit("acme", "carol", "write").refusal() is None
 
