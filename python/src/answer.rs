@@ -9,10 +9,31 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use tollgate::http::{policy_header, Answer};
-use tollgate::{Key, RouteClass};
+use tollgate::{Decision, Key, Remaining, RouteClass};
 
 use crate::decision::{request_id_or_new, PyDecision};
-use crate::limiter::{ip_of, key_of, PyLimiter};
+use crate::limiter::{ip_of, key_of, Compiled};
+
+/// Where a request is decided: the embedded table or Redis.
+pub(crate) trait Backend {
+    /// Decides `key` at `cost` (`None`: 1), with the caller's own remaining tokens when
+    /// `remaining` is asked for and the backend can tell.
+    fn decide(
+        &self,
+        py: Python<'_>,
+        key: &Key<'_>,
+        cost: Option<u32>,
+        remaining: bool,
+    ) -> (Decision, Option<Remaining>);
+
+    /// The decision as Python sees it.
+    fn wrap(
+        &self,
+        py: Python<'_>,
+        decision: Decision,
+        class: RouteClass,
+    ) -> PyResult<Py<PyDecision>>;
+}
 
 /// Who is asking: an authenticated caller, or the peer address of an anonymous one.
 pub(crate) enum Caller<'a> {
@@ -122,7 +143,8 @@ pub(crate) fn header_pairs(headers: &HeaderMap) -> Vec<(String, String)> {
 /// tokens where the profile exposes them), then the answer.
 #[allow(clippy::too_many_arguments)] // each is one part of the request; the pymethod passes them on
 pub(crate) fn admit_request(
-    limiter: &PyLimiter,
+    compiled: &Compiled,
+    backend: &dyn Backend,
     py: Python<'_>,
     method: &str,
     path: &str,
@@ -131,7 +153,6 @@ pub(crate) fn admit_request(
     cost: Option<u32>,
     class: Option<RouteClass>,
 ) -> PyResult<Option<PyHttpAnswer>> {
-    let compiled = limiter.compiled.load();
     let profile = &*compiled.profile;
     let chosen;
     let (class, name, policy, limits) = match class {
@@ -164,12 +185,7 @@ pub(crate) fn admit_request(
         Caller::Authenticated { tenant, principal } => key_of(tenant, principal, class)?,
         Caller::Anonymous(ip) => Key::anonymous(ip, class),
     };
-    let engine = &limiter.limiter;
-    let decision = match cost {
-        None => engine.admit(&key),
-        Some(n) => engine.admit_n(&key, n),
-    };
-    let remaining = profile.expose_remaining.then(|| engine.remaining(&key));
+    let (decision, remaining) = backend.decide(py, &key, cost, profile.expose_remaining);
     let id = request_id_or_new(request_id);
     let answer = Answer::new(decision, profile, &id)
         .with_policy(policy)
@@ -187,7 +203,7 @@ pub(crate) fn admit_request(
         }
     };
     Ok(Some(PyHttpAnswer {
-        decision: limiter.wrap_decision(py, decision, class)?,
+        decision: backend.wrap(py, decision, class)?,
         status,
         headers,
         body,

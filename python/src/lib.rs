@@ -11,6 +11,7 @@
 //! | `limiter` | [`limiter::PyLimiter`]: `admit`, `reload`, the discovery document, snapshots |
 //! | `decision` | [`decision::PyDecision`] and [`decision::PyRouteClass`] |
 //! | `answer` | [`answer::PyHttpAnswer`]: one request's status, headers and problem body |
+//! | `redis` | [`redis::PyRedisLimiter`]: the same decisions with the buckets in Redis |
 //! | `client` | `parse_retry_after`, the retry budget, backoff and the retry loop |
 
 #![forbid(unsafe_code)]
@@ -23,6 +24,7 @@ mod decision;
 mod errors;
 mod limiter;
 mod profile;
+mod redis;
 
 #[pymodule]
 fn _tollgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -32,6 +34,7 @@ fn _tollgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<decision::PyDecision>()?;
     m.add_class::<decision::PyRouteClass>()?;
     m.add_class::<answer::PyHttpAnswer>()?;
+    m.add_class::<redis::PyRedisLimiter>()?;
     client::register(m)?;
     Ok(())
 }

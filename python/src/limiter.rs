@@ -34,10 +34,17 @@ pub(crate) struct Compiled {
 }
 
 impl Compiled {
-    fn of(limiter: &Limiter) -> Compiled {
-        let profile = limiter.profile();
-        let routes = RouteTable::compile(&profile, |n| limiter.route_class(n));
+    /// `profile` with its routes compiled, class names resolved by `resolve`.
+    pub(crate) fn new(
+        profile: Arc<Profile>,
+        resolve: impl Fn(&str) -> Option<RouteClass>,
+    ) -> Compiled {
+        let routes = RouteTable::compile(&profile, resolve);
         Compiled { profile, routes }
+    }
+
+    fn of(limiter: &Limiter) -> Compiled {
+        Compiled::new(limiter.profile(), |n| limiter.route_class(n))
     }
 }
 
@@ -59,7 +66,7 @@ impl PyLimiter {
         let compiled = ArcSwap::from_pointee(Compiled::of(&limiter));
         Ok(PyLimiter {
             limiter: Arc::new(limiter),
-            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
+            id: next_id(),
             compiled,
             reload_lock: Mutex::new(()),
             admitted: Py::new(py, PyDecision::new(Decision::Admit, None))?,
@@ -78,26 +85,7 @@ impl PyLimiter {
 
     /// The handle `cls` stands for: a `RouteClass` of this limiter, or a class name.
     pub(crate) fn class_of(&self, cls: &Bound<'_, PyAny>) -> PyResult<RouteClass> {
-        if let Ok(rc) = cls.cast::<PyRouteClass>() {
-            let rc = rc.get();
-            if rc.limiter_id != self.id {
-                return Err(UnknownRouteClass::new_err(format!(
-                    "route class {:?} is another limiter's handle",
-                    rc.name
-                )));
-            }
-            return Ok(rc.class);
-        }
-        if let Ok(name) = cls.cast::<PyString>() {
-            let name = name.to_cow()?;
-            return self
-                .limiter
-                .route_class(&name)
-                .ok_or_else(|| unknown_class(&name));
-        }
-        Err(PyTypeError::new_err(
-            "the route class must be a RouteClass or a class name",
-        ))
+        class_arg(cls, self.id, |n| self.limiter.route_class(n))
     }
 
     /// Decides `key` at `cost` and wraps the answer.
@@ -130,7 +118,63 @@ impl PyLimiter {
     }
 }
 
-fn unknown_class(name: &str) -> PyErr {
+impl answer::Backend for PyLimiter {
+    fn decide(
+        &self,
+        _py: Python<'_>,
+        key: &Key<'_>,
+        cost: Option<u32>,
+        remaining: bool,
+    ) -> (Decision, Option<tollgate::Remaining>) {
+        let decision = match cost {
+            None => self.limiter.admit(key),
+            Some(n) => self.limiter.admit_n(key, n),
+        };
+        (decision, remaining.then(|| self.limiter.remaining(key)))
+    }
+
+    fn wrap(
+        &self,
+        py: Python<'_>,
+        decision: Decision,
+        class: RouteClass,
+    ) -> PyResult<Py<PyDecision>> {
+        self.wrap_decision(py, decision, class)
+    }
+}
+
+/// The handle `cls` stands for: a `RouteClass` issued by the limiter numbered `limiter_id`, or
+/// a class name that `resolve` knows.
+pub(crate) fn class_arg(
+    cls: &Bound<'_, PyAny>,
+    limiter_id: u64,
+    resolve: impl Fn(&str) -> Option<RouteClass>,
+) -> PyResult<RouteClass> {
+    if let Ok(rc) = cls.cast::<PyRouteClass>() {
+        let rc = rc.get();
+        if rc.limiter_id != limiter_id {
+            return Err(UnknownRouteClass::new_err(format!(
+                "route class {:?} is another limiter's handle",
+                rc.name
+            )));
+        }
+        return Ok(rc.class);
+    }
+    if let Ok(name) = cls.cast::<PyString>() {
+        let name = name.to_cow()?;
+        return resolve(&name).ok_or_else(|| unknown_class(&name));
+    }
+    Err(PyTypeError::new_err(
+        "the route class must be a RouteClass or a class name",
+    ))
+}
+
+/// A fresh limiter number.
+pub(crate) fn next_id() -> u64 {
+    NEXT_ID.fetch_add(1, Ordering::Relaxed)
+}
+
+pub(crate) fn unknown_class(name: &str) -> PyErr {
     UnknownRouteClass::new_err(format!("the profile has no route class {name:?}"))
 }
 
@@ -309,7 +353,17 @@ impl PyLimiter {
         let cost = cost_of(cost)?;
         let class = cls.map(|c| self.class_of(c)).transpose()?;
         let caller = answer::Caller::new(tenant.as_deref(), principal.as_deref(), peer)?;
-        answer::admit_request(self, py, method, path, &caller, request_id, cost, class)
+        answer::admit_request(
+            &self.compiled.load(),
+            self,
+            py,
+            method,
+            path,
+            &caller,
+            request_id,
+            cost,
+            class,
+        )
     }
 
     /// The route class the profile's `routes` give `method` and `path`; `None` when no route
@@ -389,7 +443,7 @@ impl PyLimiter {
 }
 
 /// A profile argument: a `Profile`, or a path or YAML text.
-fn profile_arg(py: Python<'_>, profile: &Bound<'_, PyAny>) -> PyResult<Profile> {
+pub(crate) fn profile_arg(py: Python<'_>, profile: &Bound<'_, PyAny>) -> PyResult<Profile> {
     if let Ok(p) = profile.cast::<PyProfile>() {
         return Ok(Profile::clone(&p.get().inner));
     }

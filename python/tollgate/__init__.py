@@ -4,7 +4,7 @@
 Retry-After, 429 for the caller's own quota, 503 for shared capacity); ``Limiter.admit_request``
 also writes the HTTP answer (status, rate-limit headers, RFC 9457 problem body) with the same
 Rust code as tollgate's tower layer and demo gateway. ``tollgate.asgi`` and ``tollgate.wsgi``
-put it in front of an application; ``tollgate.httpx`` retries as a well-behaved client.
+put it in front of an application (``RedisLimiter`` shares the buckets between processes); ``tollgate.httpx`` retries as a well-behaved client.
 """
 
 from ._tollgate import (
@@ -16,6 +16,7 @@ from ._tollgate import (
     Limiter,
     Profile,
     ProfileError,
+    RedisLimiter,
     RetryBudget,
     RetryOutcome,
     RetryPolicy,
@@ -36,6 +37,7 @@ __all__ = [
     "Limiter",
     "Profile",
     "ProfileError",
+    "RedisLimiter",
     "RetryBudget",
     "RetryOutcome",
     "RetryPolicy",

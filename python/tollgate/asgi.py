@@ -12,7 +12,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Awaitable, Callable, Optional, Tuple, Union
 
-from ._tollgate import Limiter, RouteClass
+from ._tollgate import Limiter, RedisLimiter, RouteClass
 
 Scope = dict
 Identity = Optional[Tuple[str, str]]
@@ -46,7 +46,7 @@ class TollgateMiddleware:
     def __init__(
         self,
         app: Callable[..., Awaitable[None]],
-        limiter: Limiter,
+        limiter: Union[Limiter, RedisLimiter],
         identify: Optional[Identify] = None,
         *,
         route_class: Optional[ResolveClass] = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional, Tuple, Union
 
-from ._tollgate import Limiter, RouteClass
+from ._tollgate import Limiter, RedisLimiter, RouteClass
 
 Environ = dict
 Identity = Optional[Tuple[str, str]]
@@ -32,7 +32,7 @@ class TollgateWSGIMiddleware:
     def __init__(
         self,
         app: Callable[..., Iterable[bytes]],
-        limiter: Limiter,
+        limiter: Union[Limiter, RedisLimiter],
         identify: Optional[Callable[[Environ], Identity]] = None,
         *,
         route_class: Optional[Callable[[Environ], Union[RouteClass, str, None]]] = None,
