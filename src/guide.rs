@@ -11,6 +11,7 @@
 //! | [`envoy`] | `tollgate-server` behind Envoy |
 //! | [`client`] | calling rate-limited APIs with `tollgate-client` |
 //! | [`c`] | the C ABI |
+//! | [`python`] | the Python wheel: the engine, the middleware, the client |
 //! | [`performance`] | what a decision costs, and pinned identities |
 
 #[doc = include_str!("../docs/guide/profile.md")]
@@ -38,6 +39,9 @@ pub mod client {}
 
 #[doc = include_str!("../docs/guide/c.md")]
 pub mod c {}
+
+#[doc = include_str!("../docs/guide/python.md")]
+pub mod python {}
 
 #[doc = include_str!("../docs/guide/performance.md")]
 pub mod performance {}
