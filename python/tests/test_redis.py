@@ -1,5 +1,5 @@
-"""``RedisLimiter`` against a real redis-server on loopback (started per test, skipped where
-none is installed): buckets shared between limiters, the same HTTP answers as the embedded
+"""``RedisLimiter`` against a real redis-server on loopback (started per test; without one
+installed these tests fail, saying how to install it): buckets shared between limiters, the same HTTP answers as the embedded
 limiter, and a store that is down refused as 503, never admitted."""
 
 from __future__ import annotations
@@ -21,7 +21,10 @@ CONTRACT = PROFILES / "contract.yaml"
 def redis_url(tmp_path):
     server = shutil.which("redis-server")
     if server is None:
-        pytest.skip("redis-server is not installed")
+        pytest.fail(
+            "the Redis tests need redis-server on PATH: apt-get install redis-server "
+            "(Debian/Ubuntu) or brew install redis"
+        )
     port = free_port()
     p = subprocess.Popen(
         [server, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
@@ -95,3 +98,33 @@ def test_connecting_to_nothing_raises():
         tollgate.RedisLimiter.connect(f"redis://127.0.0.1:{free_port()}/0", CONTRACT, connect_timeout=0.5)
     with pytest.raises(tollgate.ProfileError):
         tollgate.RedisLimiter.connect("redis://127.0.0.1:1/0", "name: x\n")
+
+
+
+def test_the_asgi_middleware_over_redis_shares_the_buckets(redis_url):
+    """The ASGI middleware on a ``RedisLimiter`` (its decisions on a worker thread, off the
+    event loop) charges the same buckets as another limiter on the store."""
+    import asyncio
+
+    import httpx
+    from tollgate.asgi import TollgateMiddleware
+
+    url, _ = redis_url
+    other = tollgate.RedisLimiter.connect(url, CONTRACT)
+
+    async def app(scope, receive, send):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"ok"})
+
+    middleware = TollgateMiddleware(
+        app, tollgate.RedisLimiter.connect(url, CONTRACT), lambda scope: ("acme", "alice")
+    )
+
+    async def post():
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=middleware), base_url="http://t") as c:
+            return await c.post("/v1/items")
+
+    assert asyncio.run(post()).status_code == 200
+    assert other.admit("acme", "alice", "write").admitted
+    refused = asyncio.run(post())
+    assert refused.status_code == 429 and refused.headers["retry-after"] == "30"
