@@ -24,6 +24,7 @@ mod decision;
 mod errors;
 mod limiter;
 mod profile;
+mod proxies;
 mod redis;
 
 #[pymodule]
@@ -35,6 +36,7 @@ fn _tollgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<decision::PyRouteClass>()?;
     m.add_class::<answer::PyHttpAnswer>()?;
     m.add_class::<redis::PyRedisLimiter>()?;
+    m.add_class::<proxies::PyTrustedProxies>()?;
     client::register(m)?;
     Ok(())
 }

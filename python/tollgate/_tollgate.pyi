@@ -103,6 +103,15 @@ class Limiter:
     @property
     def memory_bytes(self) -> int: ...
 
+class TrustedProxies:
+    """Proxy networks whose forwarded-for entries are believed (the Rust ``PeerExtractor``'s
+    rule: the rightmost address that is not a trusted proxy is the client)."""
+
+    def __init__(self, networks: List[str], header: str = "x-forwarded-for") -> None: ...
+    @property
+    def header(self) -> str: ...
+    def client_ip(self, peer: str, values: List[str]) -> str: ...
+
 class RedisLimiter:
     @staticmethod
     def connect(

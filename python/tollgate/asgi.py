@@ -14,7 +14,7 @@ import functools
 import inspect
 from typing import Any, Awaitable, Callable, Optional, Tuple, Union
 
-from ._tollgate import Limiter, RedisLimiter, RouteClass
+from ._tollgate import Limiter, RedisLimiter, RouteClass, TrustedProxies
 
 Scope = dict
 Identity = Optional[Tuple[str, str]]
@@ -42,7 +42,9 @@ class TollgateMiddleware:
     an anonymous caller, charged to its network prefix (``scope["client"]``); it may be a
     coroutine function. ``route_class(scope)``, if given, chooses the class (a ``RouteClass``
     or a name; ``None`` leaves the request unlimited) instead of the profile's ``routes``.
-    ``discovery_path`` (``None`` to turn it off) serves the discovery document.
+    ``discovery_path`` (``None`` to turn it off) serves the discovery document. Behind proxies,
+    ``trusted_proxies`` says whose forwarded-for entries to believe (without it, anonymous
+    callers are charged to the connection's peer, which behind a proxy is the proxy).
     """
 
     def __init__(
@@ -53,8 +55,10 @@ class TollgateMiddleware:
         *,
         route_class: Optional[ResolveClass] = None,
         discovery_path: Optional[str] = DISCOVERY_PATH,
+        trusted_proxies: Optional[TrustedProxies] = None,
     ) -> None:
         self.app = app
+        self.trusted_proxies = trusted_proxies
         self.limiter = limiter
         self.identify = identify
         self.route_class = route_class
@@ -80,13 +84,18 @@ class TollgateMiddleware:
                 await self.app(scope, receive, send)
                 return
         client = scope.get("client")
+        peer = client[0] if client and not who else None
+        if peer is not None and self.trusted_proxies is not None:
+            name = self.trusted_proxies.header.encode()
+            values = [v.decode("latin-1") for n, v in scope.get("headers", ()) if n == name]
+            peer = self.trusted_proxies.client_ip(peer, values)
         decide = functools.partial(
             self.limiter.admit_request,
             method,
             path,
             tenant=who[0] if who else None,
             principal=who[1] if who else None,
-            peer=client[0] if client and not who else None,
+            peer=peer,
             request_id=_header(scope, b"x-request-id"),
             cls=cls,
         )

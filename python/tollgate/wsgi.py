@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Optional, Tuple, Union
 
-from ._tollgate import Limiter, RedisLimiter, RouteClass
+from ._tollgate import Limiter, RedisLimiter, RouteClass, TrustedProxies
 
 Environ = dict
 Identity = Optional[Tuple[str, str]]
@@ -26,7 +26,7 @@ class TollgateWSGIMiddleware:
     for an anonymous caller, charged to its network prefix (``REMOTE_ADDR``).
     ``route_class(environ)``, if given, chooses the class instead of the profile's ``routes``
     (``None``: not limited). ``discovery_path`` (``None`` to turn it off) serves the discovery
-    document.
+    document. Behind proxies, ``trusted_proxies`` says whose forwarded-for entries to believe.
     """
 
     def __init__(
@@ -37,8 +37,10 @@ class TollgateWSGIMiddleware:
         *,
         route_class: Optional[Callable[[Environ], Union[RouteClass, str, None]]] = None,
         discovery_path: Optional[str] = DISCOVERY_PATH,
+        trusted_proxies: Optional[TrustedProxies] = None,
     ) -> None:
         self.app = app
+        self.trusted_proxies = trusted_proxies
         self.limiter = limiter
         self.identify = identify
         self.route_class = route_class
@@ -57,12 +59,18 @@ class TollgateWSGIMiddleware:
             cls = self.route_class(environ)
             if cls is None:
                 return self.app(environ, start_response)
+        peer = None if who else environ.get("REMOTE_ADDR") or None
+        if peer is not None and self.trusted_proxies is not None:
+            # WSGI joins repeated header lines with commas: one value, in order.
+            key = "HTTP_" + self.trusted_proxies.header.upper().replace("-", "_")
+            value = environ.get(key)
+            peer = self.trusted_proxies.client_ip(peer, [value] if value else [])
         answer = self.limiter.admit_request(
             method,
             path,
             tenant=who[0] if who else None,
             principal=who[1] if who else None,
-            peer=None if who else environ.get("REMOTE_ADDR") or None,
+            peer=peer,
             request_id=environ.get("HTTP_X_REQUEST_ID"),
             cls=cls,
         )
