@@ -105,10 +105,14 @@ impl PyRedisLimiter {
     /// Connects to `url` (`redis://host:port/db`, `redis+cluster://...`,
     /// `redis+sentinel://...`) with `profile` (a `Profile`, a path or YAML text). The key
     /// secret is `key_secret`, else `TOLLGATE_KEY_SECRET`, else the one kept in Redis; keys
-    /// start with `key_prefix`. Raises `TollgateError` if the server cannot be reached within
-    /// `connect_timeout` seconds.
+    /// start with `key_prefix`. `deny_cache` answers a throttled identity in this process
+    /// until its wait is over (at most that many identities; 0: off), `replica_acks` waits for
+    /// that many replicas to hold each decision's writes, `redis_module=False` decides with
+    /// the Redis function even where tollgate's module is loaded. Raises `TollgateError` if the
+    /// server cannot be reached within `connect_timeout` seconds.
     #[staticmethod]
-    #[pyo3(signature = (url, profile, *, key_secret=None, key_prefix=None, connect_timeout=1.0))]
+    #[pyo3(signature = (url, profile, *, key_secret=None, key_prefix=None, connect_timeout=1.0, deny_cache=0, replica_acks=0, redis_module=true))]
+    #[allow(clippy::too_many_arguments)]
     fn connect(
         py: Python<'_>,
         url: &str,
@@ -116,6 +120,9 @@ impl PyRedisLimiter {
         key_secret: Option<Vec<u8>>,
         key_prefix: Option<String>,
         connect_timeout: f64,
+        deny_cache: usize,
+        replica_acks: u32,
+        redis_module: bool,
     ) -> PyResult<Self> {
         let profile = profile_arg(py, profile)?;
         let timeout = Duration::try_from_secs_f64(connect_timeout).map_err(|_| {
@@ -123,7 +130,11 @@ impl PyRedisLimiter {
                 "connect_timeout must be a number of seconds >= 0",
             )
         })?;
-        let mut builder = RedisLimiter::builder(url, profile).connect_timeout(timeout);
+        let mut builder = RedisLimiter::builder(url, profile)
+            .connect_timeout(timeout)
+            .deny_cache(deny_cache)
+            .replica_acks(replica_acks)
+            .redis_module(redis_module);
         if let Some(s) = &key_secret {
             builder = builder.key_secret(s);
         }
@@ -229,6 +240,15 @@ impl PyRedisLimiter {
             .map_err(|e| profile_error(py, &e))?;
         self.compiled.store(Arc::new(Self::compile(&self.limiter)));
         Ok(())
+    }
+
+    /// Gives every lease this process holds back to the store (the unspent tokens, exactly)
+    /// and returns how many tokens went back. Call it before a worker stops; the limiter stays
+    /// usable. Dropping the limiter gives them back too, in the background.
+    fn return_leases(&self, py: Python<'_>) -> PyResult<u64> {
+        let rt = runtime()?;
+        let limiter = &self.limiter;
+        Ok(py.detach(|| rt.block_on(limiter.return_leases())))
     }
 
     /// The discovery document as a dict.

@@ -128,3 +128,34 @@ def test_the_asgi_middleware_over_redis_shares_the_buckets(redis_url):
     assert other.admit("acme", "alice", "write").admitted
     refused = asyncio.run(post())
     assert refused.status_code == 429 and refused.headers["retry-after"] == "30"
+
+
+LEASED = """
+name: leased
+identities: { capacity: 1024 }
+route_classes:
+  read:
+    burst:     { tokens: 20,   per: 1h }
+    sustained: { tokens: 1000, per: 1h }
+    lease:     { max_tokens: 8, ttl: 10s }
+"""
+
+
+def test_leases_go_back_and_the_other_worker_gets_exactly_the_rest(redis_url):
+    """A worker's unspent lease goes back with ``return_leases``: after it, a second worker
+    admits exactly what the first did not spend, never more."""
+    url, _ = redis_url
+    a = tollgate.RedisLimiter.connect(url, LEASED)
+    b = tollgate.RedisLimiter.connect(url, LEASED, deny_cache=64, redis_module=False)
+    assert all(a.admit("acme", "alice", "read").admitted for _ in range(3))
+    assert a.return_leases() > 0
+    assert a.return_leases() == 0
+    admitted = 0
+    while b.admit("acme", "alice", "read").admitted:
+        admitted += 1
+        assert admitted <= 20
+    assert admitted == 17
+    refused = b.admit("acme", "alice", "read")
+    assert (refused.status, refused.bucket) == (429, "burst")
+    with pytest.raises(OverflowError):
+        tollgate.RedisLimiter.connect(url, LEASED, deny_cache=-1)
