@@ -58,31 +58,51 @@ fn files() -> (PathBuf, PathBuf) {
 }
 
 impl Gateway {
+    /// Starts a gateway on a free port; a port taken by another process between `free_port`
+    /// and the gateway's bind is tried again on another.
     async fn start(redis: &RedisServer) -> Gateway {
         let (profile, tokens) = files();
-        let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_tollgate-gateway"))
-            .arg("--listen")
-            .arg(addr.to_string())
-            .args(["--operator-listen", "off", "--redis", &redis.url()])
-            .arg("--profile")
-            .arg(&profile)
-            .arg("--tokens")
-            .arg(&tokens)
-            .env_remove("TOLLGATE_ADMIN_TOKEN")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let start = Instant::now();
-        while tokio::net::TcpStream::connect(addr).await.is_err() {
-            assert!(
-                start.elapsed() < Duration::from_secs(20),
-                "the gateway did not listen on {addr} within 20 s"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        for attempt in 0..5 {
+            let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+            let log = profile.with_file_name(format!("gateway-{}-{attempt}.log", addr.port()));
+            let log_file = std::fs::File::create(&log).unwrap();
+            let mut child = Command::new(env!("CARGO_BIN_EXE_tollgate-gateway"))
+                .arg("--listen")
+                .arg(addr.to_string())
+                .args(["--operator-listen", "off", "--redis", &redis.url()])
+                .arg("--profile")
+                .arg(&profile)
+                .arg("--tokens")
+                .arg(&tokens)
+                .env_remove("TOLLGATE_ADMIN_TOKEN")
+                .stdout(Stdio::from(log_file.try_clone().unwrap()))
+                .stderr(log_file)
+                .spawn()
+                .unwrap();
+            let start = Instant::now();
+            loop {
+                let output = || std::fs::read_to_string(&log).unwrap_or_default();
+                // Its own log line, not a connect: another process may hold the port.
+                if output().contains("gateway listening") {
+                    return Gateway { child, addr };
+                }
+                if let Some(status) = child.try_wait().unwrap() {
+                    let output = output();
+                    assert!(
+                        output.contains("in use"),
+                        "the gateway exited ({status}) before listening on {addr}:\n{output}"
+                    );
+                    break;
+                }
+                assert!(
+                    start.elapsed() < Duration::from_secs(20),
+                    "the gateway did not listen on {addr} within 20 s:\n{}",
+                    output()
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
         }
-        Gateway { child, addr }
+        panic!("five free ports were taken before the gateway could bind them");
     }
 
     /// Sends `signal` and waits (at most 10 s) for the process to exit.
