@@ -8,7 +8,7 @@
 
 use crate::config::Config;
 use crate::decision::Decision;
-use crate::identity::{Digest, Key, Resolved, RouteClass, Tenant};
+use crate::identity::{Key, Resolved, RouteClass, Tenant};
 use crate::sync::unmodelled::AtomicUsize;
 
 use super::charge::Refusal;
@@ -21,10 +21,9 @@ use super::Limiter;
 #[derive(Debug)]
 pub struct Pinned {
     limiter: u64,
-    class: RouteClass,
-    digest: Digest,
-    /// The tenant (its digest known), or the anonymous callers.
-    tenant: Tenant<'static>,
+    /// The route class, the identity's digest, and its tenant (its digest known) or the
+    /// anonymous callers: kept as the decision takes them, so that it copies nothing.
+    id: Resolved<'static>,
     /// The slot the identity was last found in (`usize::MAX`: none yet).
     hint: AtomicUsize,
 }
@@ -32,21 +31,12 @@ pub struct Pinned {
 impl Pinned {
     /// The route class the pin decides for.
     pub fn route_class(&self) -> RouteClass {
-        self.class
+        self.id.class
     }
 
     /// Whether it was pinned on `limiter` (the only one [`Limiter::admit_pinned`] takes it on).
     pub fn belongs_to(&self, limiter: &Limiter) -> bool {
         self.limiter == limiter.engine.config.id()
-    }
-
-    #[inline(always)]
-    fn resolved(&self) -> Resolved<'static> {
-        Resolved {
-            class: self.class,
-            digest: self.digest,
-            tenant: self.tenant,
-        }
     }
 }
 
@@ -57,11 +47,13 @@ impl Limiter {
         let (digest, tenant) = self.engine.hasher.digests(key);
         Pinned {
             limiter: self.engine.config.id(),
-            class: key.class,
-            digest,
-            tenant: match key.tenant() {
-                Some(_) => Tenant::Known(tenant),
-                None => Tenant::Anonymous,
+            id: Resolved {
+                class: key.class,
+                digest,
+                tenant: match key.tenant() {
+                    Some(_) => Tenant::Known(tenant),
+                    None => Tenant::Anonymous,
+                },
             },
             hint: AtomicUsize::new(self.table.slot_of(digest).unwrap_or(usize::MAX)),
         }
@@ -85,9 +77,9 @@ impl Limiter {
 
     #[inline]
     fn admit_pinned_on(&self, cfg: &Config, pinned: &Pinned, now: u64) -> Decision {
-        let id = pinned.resolved();
+        let id = &pinned.id;
         let unit = cfg.class(id.class).limits.unit();
-        match self.charge_hinted(cfg, &id, Some(&pinned.hint), unit, 1, now) {
+        match self.charge_hinted(cfg, id, Some(&pinned.hint), unit, 1, now) {
             Ok(r) => {
                 self.counted(cfg, id.class, &r);
                 self.engine.admitted(cfg, id.class, id.tenant, now);
