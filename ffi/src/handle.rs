@@ -118,12 +118,18 @@ impl Handle {
         }
     }
 
-    /// The C form of `d`, with the catalog code of the profile in force.
-    #[inline]
+    /// The C form of `d`, with the catalog code of the profile in force. An admit, the common
+    /// answer, is a constant made in the caller; a refusal is converted out of line.
+    #[inline(always)]
     pub(crate) fn decision(&self, d: Decision) -> tg_decision {
         if d.is_admit() {
             return tg_decision::ADMITTED;
         }
+        self.refusal(d)
+    }
+
+    #[inline(never)]
+    fn refusal(&self, d: Decision) -> tg_decision {
         let code = match d.catalog_entry() {
             None => c"".as_ptr(),
             // Acquire pairs with the Release store in `publish`: the bytes behind the pointer

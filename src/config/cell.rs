@@ -32,6 +32,9 @@ const CACHED: usize = 4;
 /// One thread's configs, most recently used first.
 #[cfg(not(tollgate_loom))]
 struct Cache {
+    /// True while a cached [`ConfigRef`] of this thread is alive: the cache is then neither
+    /// changed nor handed out again (a nested read, from a metrics callback, takes the swap).
+    busy: bool,
     ids: [u64; CACHED],
     generations: [u64; CACHED],
     configs: [Option<Arc<Config>>; CACHED],
@@ -39,58 +42,73 @@ struct Cache {
 
 #[cfg(not(tollgate_loom))]
 std::thread_local! {
-    /// Mutated only by the holder of `BUSY` on this thread (see `ConfigCell::get`).
+    /// Reached only inside `ConfigCell::get` and `ConfigRef::drop`, which run no foreign code
+    /// while they hold a reference to it.
     static CACHE: core::cell::UnsafeCell<Cache> = const {
         core::cell::UnsafeCell::new(Cache {
+            busy: false,
             ids: [0; CACHED],
             generations: [0; CACHED],
             configs: [None, None, None, None],
         })
     };
-    /// True while a `ConfigRef::Cached` of this thread is alive: the cache is then neither
-    /// changed nor handed out again (a nested read, from a metrics callback, takes the swap).
-    static BUSY: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }
 
-/// A read of the current config: from this thread's cache, or from the swap.
-pub(crate) enum ConfigRef<'a> {
-    /// Points into an `Arc<Config>` of this thread's cache, which stays put while `BUSY`.
-    /// The raw pointer also keeps the guard on its thread (`!Send`).
-    #[cfg(not(tollgate_loom))]
-    Cached(*const Config, core::marker::PhantomData<&'a ConfigCell>),
-    /// A plain `ArcSwap` snapshot.
-    Swapped(
-        arc_swap::Guard<Arc<Config>>,
-        core::marker::PhantomData<&'a ConfigCell>,
-    ),
+/// A read of the current config: from this thread's cache, or from the swap. One pointer
+/// either way, so that reading through it is one load, with no branch on where it came from.
+pub(crate) struct ConfigRef<'a> {
+    /// Into an `Arc<Config>` of this thread's cache (`swapped` is `None`), which stays put
+    /// while the cache is busy, or into `swapped`'s. The raw pointer also keeps the guard on
+    /// its thread (`!Send`).
+    config: *const Config,
+    /// The swap's snapshot, when the cache was not used; dropped by hand, so that the drop of
+    /// a cached guard is one store, inlined.
+    swapped: core::mem::ManuallyDrop<Option<arc_swap::Guard<Arc<Config>>>>,
+    _cell: core::marker::PhantomData<&'a ConfigCell>,
 }
 
 impl core::ops::Deref for ConfigRef<'_> {
     type Target = Config;
     #[inline]
     fn deref(&self) -> &Config {
-        match self {
+        // SAFETY: the pointer came from an `Arc<Config>` that outlives the guard. Either it is
+        // `swapped`'s (moving a guard does not move the config it points to), or it is held in
+        // this thread's cache, which drops or replaces its `Arc`s only in `refresh`, which runs
+        // only while the cache is not busy; it stays busy until this guard is dropped, and the
+        // guard cannot leave the thread (`*const` is `!Send`). So the `Config` is alive and
+        // unchanged for the guard's life.
+        unsafe { &*self.config }
+    }
+}
+
+impl Drop for ConfigRef<'_> {
+    #[inline]
+    fn drop(&mut self) {
+        // SAFETY: `swapped` is taken once, here, and not used after.
+        match unsafe { core::mem::ManuallyDrop::take(&mut self.swapped) } {
+            Some(guard) => release(guard),
             #[cfg(not(tollgate_loom))]
-            // SAFETY: (1) the pointer came from an `Arc<Config>` held in this thread's cache;
-            // (2) that `Arc` is dropped or replaced only by `refresh`, which runs only with
-            // `BUSY` taken, and `BUSY` stays taken until this guard is dropped; (3) the guard
-            // cannot leave the thread (`*const` is `!Send`), and the cache outlives any guard
-            // on its thread. So the `Config` is alive and unchanged for the guard's life.
-            ConfigRef::Cached(ptr, _) => unsafe { &**ptr },
-            ConfigRef::Swapped(guard, _) => guard,
+            None => {
+                // During thread teardown there is nothing left to release.
+                let _ = CACHE.try_with(|cache| {
+                    // SAFETY: no other reference to this thread's cache exists: `get` holds
+                    // one only while running no foreign code, and this guard holds only a
+                    // pointer to a config. The cache is thread-local, so no other thread
+                    // reaches it.
+                    unsafe { (*cache.get()).busy = false }
+                });
+            }
+            #[cfg(tollgate_loom)]
+            None => {}
         }
     }
 }
 
-#[cfg(not(tollgate_loom))]
-impl Drop for ConfigRef<'_> {
-    #[inline]
-    fn drop(&mut self) {
-        if let ConfigRef::Cached(..) = self {
-            // During thread teardown there is nothing left to release.
-            let _ = BUSY.try_with(|b| b.set(false));
-        }
-    }
+/// Drops a guard of the swap, out of line: the rare case.
+#[cold]
+#[inline(never)]
+fn release(guard: arc_swap::Guard<Arc<Config>>) {
+    drop(guard);
 }
 
 impl ConfigCell {
@@ -169,33 +187,84 @@ impl ConfigCell {
     pub(crate) fn get(&self) -> ConfigRef<'_> {
         #[cfg(not(tollgate_loom))]
         {
-            // Take BUSY; if it was taken (a nested read on this thread), use the swap.
-            if let Ok(false) = BUSY.try_with(|b| b.replace(true)) {
-                // Acquire: pairs with the Release bump in `store`, after the new config.
-                let generation = self.generation.load(Ordering::Acquire);
-                let cached = CACHE.try_with(|cache| {
-                    // SAFETY: we hold BUSY, so no other reference into the cache exists on
-                    // this thread (no live `ConfigRef::Cached`, no `get` in progress), and the
-                    // cache is thread-local, so no other thread can reach it.
-                    let cache = unsafe { &mut *cache.get() };
-                    if cache.ids[0] != self.id || cache.generations[0] != generation {
-                        self.refresh(cache, generation);
+            // Acquire: pairs with the Release bump in `store`, after the new config.
+            let generation = self.generation.load(Ordering::Acquire);
+            let lent = CACHE.try_with(|cache| {
+                // SAFETY: no other reference to this thread's cache exists (see `Drop`), and
+                // none is made while this one lives. The cache is thread-local.
+                let cache = unsafe { &mut *cache.get() };
+                // `ids[0]` is this limiter's only once `refresh` has put its config in
+                // `configs[0]`.
+                if cache.ids[0] == self.id && cache.generations[0] == generation && !cache.busy {
+                    if let Some(config) = &cache.configs[0] {
+                        cache.busy = true;
+                        return Ok(Arc::as_ptr(config));
                     }
-                    cache.configs[0].as_ref().map(Arc::as_ptr)
-                });
-                if let Ok(Some(ptr)) = cached {
-                    return ConfigRef::Cached(ptr, core::marker::PhantomData);
                 }
-                let _ = BUSY.try_with(|b| b.set(false));
+                Err(cache.busy)
+            });
+            match lent {
+                Ok(Ok(config)) => return self.cached(config),
+                Ok(Err(false)) => return self.refreshed(generation),
+                // Busy (a nested read on this thread), or the thread is exiting.
+                Ok(Err(true)) | Err(_) => {}
             }
         }
-        ConfigRef::Swapped(self.current.load(), core::marker::PhantomData)
+        self.swapped()
     }
 
-    /// Moves this limiter's entry to the front of the thread's cache, fresh.
+    /// A guard on a config lent out of this thread's cache (now busy).
+    #[cfg(not(tollgate_loom))]
+    #[inline]
+    fn cached(&self, config: *const Config) -> ConfigRef<'_> {
+        ConfigRef {
+            config,
+            swapped: core::mem::ManuallyDrop::new(None),
+            _cell: core::marker::PhantomData,
+        }
+    }
+
+    /// A guard on the swap's config.
+    #[inline]
+    fn swapped(&self) -> ConfigRef<'_> {
+        let guard = self.current.load();
+        ConfigRef {
+            config: Arc::as_ptr(&guard),
+            swapped: core::mem::ManuallyDrop::new(Some(guard)),
+            _cell: core::marker::PhantomData,
+        }
+    }
+
+    /// [`ConfigCell::get`] when this thread's cache, not busy, does not hold the current
+    /// config at its front: refreshed, then lent out.
+    #[cold]
+    #[inline(never)]
+    #[cfg(not(tollgate_loom))]
+    fn refreshed(&self, generation: u64) -> ConfigRef<'_> {
+        let lent = CACHE.try_with(|cache| {
+            // SAFETY: as in `get`; nothing here runs foreign code (the config a refresh
+            // evicts is dropped after the reference is gone).
+            let cache = unsafe { &mut *cache.get() };
+            let evicted = self.refresh(cache, generation);
+            let config = cache.configs[0].as_ref().map(Arc::as_ptr);
+            cache.busy = config.is_some();
+            (config, evicted)
+        });
+        match lent {
+            Ok((Some(config), evicted)) => {
+                drop(evicted);
+                self.cached(config)
+            }
+            _ => self.swapped(),
+        }
+    }
+
+    /// Moves this limiter's entry to the front of the thread's cache, fresh; returns the
+    /// config it replaced, for the caller to drop once it holds no reference to the cache
+    /// (dropping a config runs its fields' destructors, foreign code).
     #[cold]
     #[cfg(not(tollgate_loom))]
-    fn refresh(&self, cache: &mut Cache, generation: u64) {
+    fn refresh(&self, cache: &mut Cache, generation: u64) -> Option<Arc<Config>> {
         let i = cache
             .ids
             .iter()
@@ -208,7 +277,8 @@ impl ConfigCell {
         if stale || cache.configs[0].is_none() {
             cache.ids[0] = self.id;
             cache.generations[0] = generation;
-            cache.configs[0] = Some(self.current.load_full());
+            return cache.configs[0].replace(self.current.load_full());
         }
+        None
     }
 }
