@@ -62,8 +62,15 @@ struct Place {
     window: u64,
     /// The window's end, on the limiter's clock.
     end: u64,
-    /// The wait until the next window: the Retry-After of every capacity refusal.
-    next_window: Option<Duration>,
+}
+
+impl Place {
+    /// The wait from `now` until the next window: the Retry-After of every capacity refusal
+    /// (computed only for one: the division into seconds is not on the admit path).
+    #[cold]
+    fn next_window(&self, now: u64) -> Option<Duration> {
+        Some(Duration::from_nanos(self.end - now))
+    }
 }
 
 impl CapacityConfig {
@@ -108,7 +115,6 @@ impl CapacityConfig {
             limit,
             window,
             end,
-            next_window: Some(Duration::from_nanos(end - now)),
         }
     }
 
@@ -122,13 +128,13 @@ impl CapacityConfig {
         now: u64,
         n: u64,
     ) -> Result<Taken, Decision> {
+        let place = self.place(tenant, authenticated, now);
         let Place {
             shard,
             limit,
             window,
             end,
-            next_window,
-        } = self.place(tenant, authenticated, now);
+        } = place;
         let counted = tenants
             .take(tenant, now, (end, self.window_ns), limit, n)
             .map_err(|cause| Decision::Unavailable {
@@ -137,7 +143,7 @@ impl CapacityConfig {
                 retry_after: if cause == Cause::TableFull || n > limit {
                     None
                 } else {
-                    next_window
+                    place.next_window(now)
                 },
                 cause,
             })?;
@@ -157,7 +163,7 @@ impl CapacityConfig {
                     retry_after: if n > self.slots_per_window {
                         None
                     } else {
-                        next_window
+                        place.next_window(now)
                     },
                     cause: Cause::ShardFull,
                 })
@@ -183,13 +189,14 @@ impl CapacityConfig {
         authenticated: bool,
         now: u64,
     ) -> Result<(), Decision> {
+        let place = self.place(tenant, authenticated, now);
+        let retry_after = place.next_window(now);
         let Place {
             shard,
             limit,
             window,
             end,
-            next_window: retry_after,
-        } = self.place(tenant, authenticated, now);
+        } = place;
         if tenants.used(tenant, end, self.window_ns) >= limit {
             return Err(Decision::Unavailable {
                 retry_after,

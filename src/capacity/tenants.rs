@@ -163,7 +163,7 @@ impl Tenants {
         cap: u64,
         n: u64,
     ) -> Result<u64, Cause> {
-        let taken = self.table.update(tenant, &Unpartitioned, now, |t| {
+        let taken = self.table.update(tenant, &Unpartitioned, now, move |t| {
             let e = Entry::of(t);
             let (end, used) = window(e, window_end, window_ns);
             if used + n > cap {
