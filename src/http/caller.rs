@@ -155,6 +155,7 @@ impl PeerExtractor {
     }
 
     /// The client address of a request that came from `peer` with `headers` (see the type docs).
+    #[inline]
     pub fn client_ip(&self, peer: IpAddr, headers: &HeaderMap) -> IpAddr {
         client_ip(peer, headers, self.header, &self.trusted)
     }

@@ -24,7 +24,23 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 /// The client address of a request that came from `peer` with `headers`: while the address is
 /// inside a `trusted` network, the next entry from the right of `header` is believed; the
 /// first untrusted address is the client. See [`PeerExtractor`](super::PeerExtractor).
+#[inline]
 pub(crate) fn client_ip(
+    peer: IpAddr,
+    headers: &HeaderMap,
+    header: ForwardedHeader,
+    trusted: &[Cidr],
+) -> IpAddr {
+    // No trusted proxy (the default): the peer is the client, and no header is looked at.
+    if trusted.is_empty() {
+        return canonical(peer);
+    }
+    through_proxies(peer, headers, header, trusted)
+}
+
+/// [`client_ip`] behind trusted proxies: the header walked from the right.
+#[inline(never)]
+fn through_proxies(
     peer: IpAddr,
     headers: &HeaderMap,
     header: ForwardedHeader,

@@ -199,6 +199,7 @@ impl RouteTable {
 
     /// The index of the first route that matches: a future that owns the table (through an
     /// `Arc`) keeps the index rather than a borrow.
+    #[inline]
     pub(crate) fn position(&self, method: &Method, path: &str) -> Option<usize> {
         self.entries.iter().position(|e| e.matches(method, path))
     }
