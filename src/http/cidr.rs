@@ -4,6 +4,8 @@ use core::fmt;
 use core::str::FromStr;
 use std::net::{IpAddr, Ipv4Addr};
 
+use crate::identity::network::{canonical, mask128, mask32};
+
 /// An IP network in CIDR notation (`10.0.0.0/8`, `2001:db8::/32`; a bare address is a /32 or
 /// /128), for the list of trusted proxies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -42,23 +44,6 @@ impl Cidr {
             (IpAddr::V6(n), IpAddr::V6(a)) => mask128(u128::from(a), self.len) == u128::from(n),
             _ => false,
         }
-    }
-}
-
-fn mask32(bits: u32, len: u8) -> u32 {
-    bits & u32::MAX.checked_shl(32 - u32::from(len)).unwrap_or(0)
-}
-
-fn mask128(bits: u128, len: u8) -> u128 {
-    bits & u128::MAX.checked_shl(128 - u32::from(len)).unwrap_or(0)
-}
-
-/// `ip`, with an IPv4-mapped IPv6 address as the IPv4 address it maps: a dual-stack socket
-/// reports IPv4 peers that way, and they must match IPv4 networks and share IPv4 prefixes.
-pub(crate) fn canonical(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
     }
 }
 

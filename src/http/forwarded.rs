@@ -5,7 +5,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use ::http::header::{HeaderMap, HeaderName};
 
-use super::cidr::{canonical, Cidr};
+use super::cidr::Cidr;
+use crate::identity::network::canonical;
 
 /// Which header trusted proxies append the client address to. Only one is read: reading the
 /// other as well would let a client forge the one its proxies do not write.

@@ -4,6 +4,7 @@
 use core::hash::{BuildHasher, Hasher};
 use std::net::IpAddr;
 
+use super::network::{canonical, mask128, mask32};
 use super::{Digest, Key, Resolved, Tenant, Who};
 
 /// Hashes keys with the limiter's secret: two independently seeded aHash states make the 128
@@ -175,34 +176,12 @@ impl KeyHasher {
     /// The caller's network as (masked address, prefix length); IPv4-mapped IPv6 addresses
     /// count as IPv4, and IPv4 lengths are offset so that no v4 network equals a v6 one.
     pub(crate) fn network_prefix(&self, ip: IpAddr) -> (u128, u8) {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6
-                .to_ipv4_mapped()
-                .map(IpAddr::V4)
-                .unwrap_or(IpAddr::V6(v6)),
-            v4 => v4,
-        };
-        match ip {
-            IpAddr::V4(v4) => {
-                let bits = u32::from(v4);
-                let p = u32::from(self.v4_prefix);
-                let masked = if p == 0 {
-                    0
-                } else {
-                    bits & (u32::MAX << (32 - p))
-                };
-                (u128::from(masked), 200 + self.v4_prefix)
-            }
-            IpAddr::V6(v6) => {
-                let bits = u128::from(v6);
-                let p = u32::from(self.v6_prefix);
-                let masked = if p == 0 {
-                    0
-                } else {
-                    bits & (u128::MAX << (128 - p))
-                };
-                (masked, self.v6_prefix)
-            }
+        match canonical(ip) {
+            IpAddr::V4(v4) => (
+                u128::from(mask32(u32::from(v4), self.v4_prefix)),
+                200 + self.v4_prefix,
+            ),
+            IpAddr::V6(v6) => (mask128(u128::from(v6), self.v6_prefix), self.v6_prefix),
         }
     }
 }

@@ -10,6 +10,7 @@ use core::hash::Hasher;
 use std::net::IpAddr;
 
 mod hasher;
+pub(crate) mod network;
 
 pub(crate) use hasher::KeyHasher;
 
