@@ -7,6 +7,7 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use http::{Method, Request, StatusCode};
@@ -48,13 +49,20 @@ struct Gateway {
     addr: SocketAddr,
 }
 
+/// The profile and token files, written once per test process: the tests run in parallel, and
+/// writing again truncates the file under a gateway that is reading it.
 fn files() -> (PathBuf, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("tg-gateway-redis-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let (profile, tokens) = (dir.join("profile.yaml"), dir.join("tokens.yaml"));
-    std::fs::write(&profile, PROFILE).unwrap();
-    std::fs::write(&tokens, TOKENS).unwrap();
-    (profile, tokens)
+    static FILES: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+    FILES
+        .get_or_init(|| {
+            let dir = std::env::temp_dir().join(format!("tg-gateway-redis-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            let (profile, tokens) = (dir.join("profile.yaml"), dir.join("tokens.yaml"));
+            std::fs::write(&profile, PROFILE).unwrap();
+            std::fs::write(&tokens, TOKENS).unwrap();
+            (profile, tokens)
+        })
+        .clone()
 }
 
 impl Gateway {
