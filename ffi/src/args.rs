@@ -50,19 +50,78 @@ pub(crate) unsafe fn str_arg<'a>(ptr: *const c_char, len: usize) -> Result<&'a s
     core::str::from_utf8(bytes).map_err(|_| tg_result::InvalidUtf8)
 }
 
+/// `tg_admit`'s tenant and principal in the usual case, checked together: neither NULL, each
+/// 1 to `TG_MAX_ID_LEN` bytes, both ASCII. `None` for anything else, which the caller then
+/// checks an argument at a time for the error to report (or finds valid, non-ASCII UTF-8).
+///
+/// # Safety
+/// As `bytes_arg`, for each.
+#[inline(always)]
+pub(crate) unsafe fn usual_ids<'a>(
+    (tenant, tenant_len): (*const c_char, usize),
+    (principal, principal_len): (*const c_char, usize),
+) -> Option<(&'a str, &'a str)> {
+    // One compare for both lengths: `len - 1` wraps an empty id to `usize::MAX`, and with a
+    // power of two for the limit, the OR of both is below it only when each is.
+    const _: () = assert!(TG_MAX_ID_LEN.is_power_of_two() && TG_MAX_ID_LEN <= isize::MAX as usize);
+    let too_long = (tenant_len.wrapping_sub(1) | principal_len.wrapping_sub(1)) >= TG_MAX_ID_LEN;
+    if tenant.is_null() | principal.is_null() | too_long {
+        return None;
+    }
+    // SAFETY: 1. Neither pointer is NULL and neither length above `TG_MAX_ID_LEN`, which is
+    // below `isize::MAX` (checked). 2. `u8` needs no alignment. 3. The caller guarantees the
+    // bytes readable and unwritten during `'a`.
+    let (tenant, principal) = unsafe {
+        (
+            core::slice::from_raw_parts(tenant.cast::<u8>(), tenant_len),
+            core::slice::from_raw_parts(principal.cast::<u8>(), principal_len),
+        )
+    };
+    // Both of the usual 8 to 16 bytes: one test of four words for the two.
+    let ascii = if is_short(tenant) & is_short(principal) {
+        (short_words(tenant) | short_words(principal)) & HIGH_BITS == 0
+    } else {
+        ascii(tenant) && ascii(principal)
+    };
+    if !ascii {
+        return None;
+    }
+    // SAFETY: ASCII bytes are valid UTF-8.
+    Some(unsafe {
+        (
+            core::str::from_utf8_unchecked(tenant),
+            core::str::from_utf8_unchecked(principal),
+        )
+    })
+}
+
 /// `bytes.is_ascii()`, in two overlapping word loads for ids of 8 to 16 bytes (the usual
 /// tenant and user ids), where the standard library's check, built for long strings, takes
 /// about 30 instructions an id.
 #[inline]
 fn ascii(bytes: &[u8]) -> bool {
-    const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
-    let n = bytes.len();
-    if (8..=16).contains(&n) {
-        let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
-        (word(0) | word(n - 8)) & HIGH_BITS == 0
+    if is_short(bytes) {
+        short_words(bytes) & HIGH_BITS == 0
     } else {
         bytes.is_ascii()
     }
+}
+
+/// The high bit of every byte of a word: all clear for ASCII.
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// Whether `bytes` is 8 to 16 bytes long, which `short_words` covers.
+#[inline(always)]
+fn is_short(bytes: &[u8]) -> bool {
+    (8..=16).contains(&bytes.len())
+}
+
+/// The OR of the first and the last 8 bytes of an 8- to 16-byte slice, as a word: between them
+/// they cover every byte once or twice.
+#[inline(always)]
+fn short_words(bytes: &[u8]) -> u64 {
+    let word = |at: usize| u64::from_ne_bytes(bytes[at..at + 8].try_into().unwrap());
+    word(0) | word(bytes.len() - 8)
 }
 
 /// An IP address from C: 4 bytes (IPv4) or 16 (IPv6), in network byte order.

@@ -4,7 +4,7 @@ use core::ffi::c_char;
 
 use tollgate::{BuildError, Key, Limiter, Profile};
 
-use crate::args::{ip_arg, out_arg, str_arg};
+use crate::args::{ip_arg, out_arg, str_arg, usual_ids};
 use crate::cast::{borrow, free_boxed, into_boxed_ptr};
 use crate::handle::Handle;
 use crate::panic::panic_boundary;
@@ -222,10 +222,52 @@ pub unsafe extern "C" fn tg_admit_anonymous(
 /// The body of `tg_admit`, `tg_admit_n` and `tg_pin`: every argument checked, then `f` on the
 /// handle and the key, and what it makes written to `*out`.
 ///
+/// The usual call (pointers set, ids ASCII and of valid length, a known class) is checked at
+/// once, in a few instructions; anything else goes to `on_checked_key`, which checks each
+/// argument in turn for the error to report. It takes the arguments in the order this function
+/// does, so that the fast checks leave them where the call needs them.
+///
 /// # Safety
 /// As `tg_admit`, with `out` NULL or valid for a write of one `T`.
 #[inline(always)]
 pub(crate) unsafe fn on_authenticated_key<T>(
+    limiter: *const tg_limiter,
+    tenant: (*const c_char, usize),
+    principal: (*const c_char, usize),
+    route_class: u32,
+    out: *mut T,
+    f: impl FnOnce(&Handle, &Key<'_>) -> T,
+) -> tg_result {
+    // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
+    let Ok(handle) = (unsafe { borrow(limiter) }) else {
+        return tg_result::NullArgument;
+    };
+    // SAFETY: 1. `tenant` and `principal` are valid for their lengths during this call
+    // (caller's contract); the key borrows them only until `f` returns.
+    let usual = unsafe { usual_ids(tenant, principal) };
+    match (usual, out.is_null(), handle.class(route_class)) {
+        (Some((tenant, principal)), false, Ok(class)) => panic_boundary(|| {
+            let key = Key::authenticated(tenant, principal, class);
+            // SAFETY: `usual_ids` checked that both ids are 1 to `MAX_ID_LEN` bytes, the one
+            // case in which `authenticated` returns a key (its documented contract).
+            let key = unsafe { key.unwrap_unchecked() };
+            let made = f(handle, &key);
+            // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
+            unsafe { out.write(made) };
+            Ok(())
+        }),
+        // SAFETY: 1. The caller's guarantees are those `on_checked_key` needs.
+        _ => unsafe { on_checked_key(limiter, tenant, principal, route_class, out, f) },
+    }
+}
+
+/// `on_authenticated_key` for a call its fast checks did not pass: each argument checked in the
+/// order the C ABI reports errors.
+///
+/// # Safety
+/// As `on_authenticated_key`.
+#[inline(never)]
+unsafe fn on_checked_key<T>(
     limiter: *const tg_limiter,
     (tenant, tenant_len): (*const c_char, usize),
     (principal, principal_len): (*const c_char, usize),

@@ -72,6 +72,45 @@ fn key_arguments_are_checked() {
     );
 }
 
+/// The usual ids are checked a word at a time, others a byte at a time: both agree with UTF-8
+/// at every length and every position of an offending byte, for either id.
+#[test]
+fn ids_are_checked_as_utf8_at_every_length_and_byte_position() {
+    let l = new("\
+name: ids
+identities: { capacity: 8192 }
+route_classes:
+  read: { burst: { tokens: 100, per: 1s }, sustained: { tokens: 100, per: 1s } }
+")
+    .unwrap_or_else(|(r, e)| panic!("{r:?}: {}", message(&e)));
+    let kind = |t: &[u8], p: &[u8]| admit(&l, t, p, 0).map(|d| d.kind);
+    for len in (1..=24).chain([TG_MAX_ID_LEN - 1, TG_MAX_ID_LEN]) {
+        let clean = vec![b'a'; len];
+        assert_eq!(kind(&clean, &clean), Ok(tg_decision_kind::Admit), "{len}");
+        for at in (0..len).filter(|&at| at < 24 || len - at <= 24) {
+            let mut bad = clean.clone();
+            bad[at] = 0xff;
+            assert_eq!(
+                kind(&bad, &clean),
+                Err(tg_result::InvalidUtf8),
+                "{len} {at}"
+            );
+            assert_eq!(
+                kind(&clean, &bad),
+                Err(tg_result::InvalidUtf8),
+                "{len} {at}"
+            );
+            if at + 2 <= len {
+                let mut accented = clean.clone();
+                accented[at..at + 2].copy_from_slice("é".as_bytes());
+                let admitted = Ok(tg_decision_kind::Admit);
+                assert_eq!(kind(&accented, &clean), admitted, "{len} {at}");
+                assert_eq!(kind(&clean, &accented), admitted, "{len} {at}");
+            }
+        }
+    }
+}
+
 #[test]
 fn anonymous_callers_share_their_network_bucket() {
     let l = limiter();
