@@ -29,29 +29,52 @@ pub(crate) struct ConfigCell {
 #[cfg(not(tollgate_loom))]
 const CACHED: usize = 4;
 
-/// One thread's configs, most recently used first.
+/// One thread's configs, most recently used first: what every read looks at. Plain data with
+/// no destructor, so that reaching it is one thread-local address (a thread-local with a
+/// destructor is checked for being alive at every access, twice a decision).
 #[cfg(not(tollgate_loom))]
-struct Cache {
+struct Front {
     /// True while a cached [`ConfigRef`] of this thread is alive: the cache is then neither
     /// changed nor handed out again (a nested read, from a metrics callback, takes the swap).
     busy: bool,
+    /// A cell's id, or 0 (no cell has it): an empty place.
     ids: [u64; CACHED],
     generations: [u64; CACHED],
-    configs: [Option<Arc<Config>>; CACHED],
+    /// Where `ids[i]` is not 0: the config of `Owned`'s place `i` (see `Owned`).
+    configs: [*const Config; CACHED],
+}
+
+/// What keeps `Front`'s configs alive: at every place whose id is not 0, the `Arc` that
+/// `Front::configs` points into. Its drop (the thread's exit) empties `Front` first, so that
+/// no read after it finds a config that is gone.
+#[cfg(not(tollgate_loom))]
+struct Owned([Option<Arc<Config>>; CACHED]);
+
+#[cfg(not(tollgate_loom))]
+impl Drop for Owned {
+    fn drop(&mut self) {
+        // SAFETY: `Front` is thread-local, and no reference to it is alive: one is made only
+        // inside `get`, `refreshed` and `ConfigRef::drop`, none of which runs foreign code
+        // (such as this destructor) while it holds it.
+        FRONT.with(|front| unsafe { (*front.get()).ids = [0; CACHED] });
+    }
 }
 
 #[cfg(not(tollgate_loom))]
 std::thread_local! {
-    /// Reached only inside `ConfigCell::get` and `ConfigRef::drop`, which run no foreign code
-    /// while they hold a reference to it.
-    static CACHE: core::cell::UnsafeCell<Cache> = const {
-        core::cell::UnsafeCell::new(Cache {
+    /// Reached only inside `ConfigCell::get`, `ConfigCell::refreshed` and `ConfigRef::drop`,
+    /// which run no foreign code while they hold a reference to it.
+    static FRONT: core::cell::UnsafeCell<Front> = const {
+        core::cell::UnsafeCell::new(Front {
             busy: false,
             ids: [0; CACHED],
             generations: [0; CACHED],
-            configs: [None, None, None, None],
+            configs: [core::ptr::null(); CACHED],
         })
     };
+    /// Reached only inside `ConfigCell::refreshed`, with `FRONT`.
+    static OWNED: core::cell::UnsafeCell<Owned> =
+        const { core::cell::UnsafeCell::new(Owned([None, None, None, None])) };
 }
 
 /// A read of the current config: from this thread's cache, or from the swap. One pointer
@@ -74,9 +97,10 @@ impl core::ops::Deref for ConfigRef<'_> {
         // SAFETY: the pointer came from an `Arc<Config>` that outlives the guard. Either it is
         // `swapped`'s (moving a guard does not move the config it points to), or it is held in
         // this thread's cache, which drops or replaces its `Arc`s only in `refresh`, which runs
-        // only while the cache is not busy; it stays busy until this guard is dropped, and the
-        // guard cannot leave the thread (`*const` is `!Send`). So the `Config` is alive and
-        // unchanged for the guard's life.
+        // only while the cache is not busy, and at the thread's exit, after every guard (a
+        // guard lives within one call of the crate, never in a thread-local); the cache stays
+        // busy until this guard is dropped, and the guard cannot leave the thread (`*const`
+        // is `!Send`). So the `Config` is alive and unchanged for the guard's life.
         unsafe { &*self.config }
     }
 }
@@ -89,13 +113,12 @@ impl Drop for ConfigRef<'_> {
             Some(guard) => release(guard),
             #[cfg(not(tollgate_loom))]
             None => {
-                // During thread teardown there is nothing left to release.
-                let _ = CACHE.try_with(|cache| {
+                FRONT.with(|front| {
                     // SAFETY: no other reference to this thread's cache exists: `get` holds
                     // one only while running no foreign code, and this guard holds only a
                     // pointer to a config. The cache is thread-local, so no other thread
                     // reaches it.
-                    unsafe { (*cache.get()).busy = false }
+                    unsafe { (*front.get()).busy = false }
                 });
             }
             #[cfg(tollgate_loom)]
@@ -189,25 +212,22 @@ impl ConfigCell {
         {
             // Acquire: pairs with the Release bump in `store`, after the new config.
             let generation = self.generation.load(Ordering::Acquire);
-            let lent = CACHE.try_with(|cache| {
+            let lent = FRONT.with(|front| {
                 // SAFETY: no other reference to this thread's cache exists (see `Drop`), and
                 // none is made while this one lives. The cache is thread-local.
-                let cache = unsafe { &mut *cache.get() };
-                // `ids[0]` is this limiter's only once `refresh` has put its config in
-                // `configs[0]`.
-                if cache.ids[0] == self.id && cache.generations[0] == generation && !cache.busy {
-                    if let Some(config) = &cache.configs[0] {
-                        cache.busy = true;
-                        return Ok(Arc::as_ptr(config));
-                    }
+                let front = unsafe { &mut *front.get() };
+                // A place whose id is not 0 points to a config that `Owned` keeps alive.
+                if front.ids[0] == self.id && front.generations[0] == generation && !front.busy {
+                    front.busy = true;
+                    return Ok(front.configs[0]);
                 }
-                Err(cache.busy)
+                Err(front.busy)
             });
             match lent {
-                Ok(Ok(config)) => return self.cached(config),
-                Ok(Err(false)) => return self.refreshed(generation),
-                // Busy (a nested read on this thread), or the thread is exiting.
-                Ok(Err(true)) | Err(_) => {}
+                Ok(config) => return self.cached(config),
+                Err(false) => return self.refreshed(generation),
+                // Busy: a nested read on this thread.
+                Err(true) => {}
             }
         }
         self.swapped()
@@ -241,21 +261,23 @@ impl ConfigCell {
     #[inline(never)]
     #[cfg(not(tollgate_loom))]
     fn refreshed(&self, generation: u64) -> ConfigRef<'_> {
-        let lent = CACHE.try_with(|cache| {
-            // SAFETY: as in `get`; nothing here runs foreign code (the config a refresh
-            // evicts is dropped after the reference is gone).
-            let cache = unsafe { &mut *cache.get() };
-            let evicted = self.refresh(cache, generation);
-            let config = cache.configs[0].as_ref().map(Arc::as_ptr);
-            cache.busy = config.is_some();
-            (config, evicted)
+        // `Err` at the thread's exit, once its configs are released: read from the swap.
+        let lent = OWNED.try_with(|owned| {
+            FRONT.with(|front| {
+                // SAFETY: as in `get`, for both (nothing here runs foreign code: the config a
+                // refresh evicts is dropped after the references are gone).
+                let (front, owned) = unsafe { (&mut *front.get(), &mut *owned.get()) };
+                let evicted = self.refresh(front, owned, generation);
+                front.busy = true;
+                (front.configs[0], evicted)
+            })
         });
         match lent {
-            Ok((Some(config), evicted)) => {
+            Ok((config, evicted)) => {
                 drop(evicted);
                 self.cached(config)
             }
-            _ => self.swapped(),
+            Err(_) => self.swapped(),
         }
     }
 
@@ -264,21 +286,28 @@ impl ConfigCell {
     /// (dropping a config runs its fields' destructors, foreign code).
     #[cold]
     #[cfg(not(tollgate_loom))]
-    fn refresh(&self, cache: &mut Cache, generation: u64) -> Option<Arc<Config>> {
-        let i = cache
+    fn refresh(
+        &self,
+        front: &mut Front,
+        owned: &mut Owned,
+        generation: u64,
+    ) -> Option<Arc<Config>> {
+        let i = front
             .ids
             .iter()
             .position(|&id| id == self.id)
             .unwrap_or(CACHED - 1);
-        cache.ids[..=i].rotate_right(1);
-        cache.generations[..=i].rotate_right(1);
-        cache.configs[..=i].rotate_right(1);
-        let stale = cache.ids[0] != self.id || cache.generations[0] != generation;
-        if stale || cache.configs[0].is_none() {
-            cache.ids[0] = self.id;
-            cache.generations[0] = generation;
-            return cache.configs[0].replace(self.current.load_full());
+        front.ids[..=i].rotate_right(1);
+        front.generations[..=i].rotate_right(1);
+        front.configs[..=i].rotate_right(1);
+        owned.0[..=i].rotate_right(1);
+        if front.ids[0] == self.id && front.generations[0] == generation {
+            return None;
         }
-        None
+        let config = self.current.load_full();
+        front.ids[0] = self.id;
+        front.generations[0] = generation;
+        front.configs[0] = Arc::as_ptr(&config);
+        owned.0[0].replace(config)
     }
 }

@@ -277,3 +277,38 @@ fn reload_reaches_threads_that_cached_the_old_config() {
     assert_eq!((0..5).filter(|_| b.admit(&k).is_admit()).count(), 3);
     assert_eq!((0..5).filter(|_| a.admit(&k).is_admit()).count(), 2);
 }
+
+/// A thread's last decisions can come from its own thread-locals' destructors, after the
+/// configs it cached are released (a thread's locals are dropped in the reverse order of first
+/// use, so the one used first here goes last): they are decided, on the limiter's current
+/// profile, and the thread exits cleanly.
+#[test]
+fn a_thread_decides_in_its_last_destructor() {
+    use std::sync::{mpsc, Arc};
+    struct Late(Arc<Limiter>, mpsc::Sender<Vec<Decision>>);
+    impl Drop for Late {
+        fn drop(&mut self) {
+            let c = self.0.route_class("c0").unwrap();
+            let k = Key::authenticated("t", "late", c).unwrap();
+            let _ = self.1.send((0..3).map(|_| self.0.admit(&k)).collect());
+        }
+    }
+    thread_local! {
+        static LATE: std::cell::RefCell<Option<Late>> = const { std::cell::RefCell::new(None) };
+    }
+    let (l, _) = mock_limiter(profile(8, &[(2, 1_000, 100, 60_000)]));
+    let l = Arc::new(l);
+    let (tx, rx) = mpsc::channel();
+    let worker = {
+        let l = l.clone();
+        std::thread::spawn(move || {
+            LATE.with(|late| *late.borrow_mut() = Some(Late(l.clone(), tx)));
+            let c = l.route_class("c0").unwrap();
+            let early = Key::authenticated("t", "early", c).unwrap();
+            assert!(l.admit(&early).is_admit());
+        })
+    };
+    worker.join().unwrap();
+    let late = rx.recv().unwrap();
+    assert_eq!(late.iter().filter(|d| d.is_admit()).count(), 2, "{late:?}");
+}
