@@ -172,10 +172,11 @@ impl Engine {
 
 impl Engine {
     /// [`Engine::conclude`] of an admission (feature `metrics`): the answer is `Admit` in
-    /// either mode, so no verdict is built.
+    /// either mode, so no verdict is built. The tenant by reference: it is read only where the
+    /// profile counts per tenant, and a copy of it would be made on every admission.
     #[inline]
     #[cfg_attr(not(feature = "metrics"), allow(unused_variables))]
-    pub(crate) fn admitted(&self, cfg: &Config, class: RouteClass, tenant: Tenant<'_>, now: u64) {
+    pub(crate) fn admitted(&self, cfg: &Config, class: RouteClass, tenant: &Tenant<'_>, now: u64) {
         #[cfg(feature = "metrics")]
         self.observer
             .admitted(&cfg.telemetry, &self.hasher, class, tenant, now);

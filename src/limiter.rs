@@ -169,7 +169,7 @@ impl Limiter {
             // Admitted, in either mode: the common case, counted without a verdict's record.
             Ok(r) => {
                 self.counted(cfg, key.class, &r);
-                self.engine.admitted(cfg, key.class, id.tenant, now);
+                self.engine.admitted(cfg, key.class, &id.tenant, now);
                 Verdict::ADMITTED
             }
             Err(refusal) => self.refused(cfg, &id, refusal, now, || key),

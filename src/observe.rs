@@ -191,14 +191,14 @@ impl Observer {
         h: &Handles,
         hasher: &KeyHasher,
         class: RouteClass,
-        tenant: Tenant<'_>,
+        tenant: &Tenant<'_>,
         now: u64,
     ) {
         if let Some(c) = h.decisions.get(class.index() as usize) {
             c[Outcome::Admitted.index()].increment(1);
         }
         if self.options.per_tenant || h.budget.is_some() {
-            self.tenant_and_budget(h, hasher, tenant, Decision::Admit, now);
+            self.tenant_and_budget(h, hasher, *tenant, Decision::Admit, now);
         }
     }
 

@@ -82,7 +82,7 @@ impl Limiter {
         match self.charge_hinted(cfg, id, Some(&pinned.hint), unit, 1, now) {
             Ok(r) => {
                 self.counted(cfg, id.class, &r);
-                self.engine.admitted(cfg, id.class, id.tenant, now);
+                self.engine.admitted(cfg, id.class, &id.tenant, now);
                 Decision::Admit
             }
             Err(Refusal::Decided(refused)) => {

@@ -68,7 +68,7 @@ impl RedisLimiter {
             Spend::Local => {
                 self.lease_metrics.decision(true);
                 if conclude {
-                    self.engine.admitted(&cfg, key.class, Tenant::of(key), now);
+                    self.engine.admitted(&cfg, key.class, &Tenant::of(key), now);
                 }
                 Ok(Verdict::of(class.shadow, Decision::Admit))
             }
