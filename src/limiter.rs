@@ -146,7 +146,7 @@ impl Limiter {
         let computed = match self.charge_n(cfg, key, n, now) {
             Ok(receipt) => {
                 if let Some(r) = receipt {
-                    self.counted(cfg, key.class, &r);
+                    self.counted(cfg, key.class, &r.charged);
                 }
                 Decision::Admit
             }

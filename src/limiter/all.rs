@@ -134,7 +134,7 @@ impl Limiter {
         let mut last = Decision::Admit;
         for (index, (key, _)) in items[..decided.count].iter().enumerate() {
             if let Some(r) = &receipts[index] {
-                self.counted(cfg, key.class, r);
+                self.counted(cfg, key.class, &r.charged);
             }
             let shadow = cfg.class(key.class).shadow;
             last = self

@@ -10,20 +10,27 @@ use crate::identity::{Digest, Key, Resolved, RouteClass};
 use crate::sync::unmodelled::{AtomicUsize, Ordering};
 use crate::table::{Apply, Stamp, Tag};
 
-/// What one charge took, to give it back exactly.
+/// What a charge took that its caller does not know already (it knows the identity, the
+/// route class and the cost): small, so that the admitted path builds little.
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Receipt {
-    digest: Digest,
+pub(super) struct Charged {
+    /// The tenant's digest and the slots of shared capacity, where the profile has it.
     tenant: Digest,
-    /// The route class and the tokens charged: given back in the emission intervals of the
-    /// epoch the state word is in by then (a reload may have come between).
-    class: usize,
-    tokens: u64,
-    slots: u64,
     capacity: Option<Taken>,
     /// The admission left less than `observability.near_limit` of the burst: the caller
     /// counts it once the decision is final (a decision tried again after a reload is not).
     pub(super) near_limit: bool,
+}
+
+/// What one charge took, to give it back exactly.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Receipt {
+    digest: Digest,
+    /// The route class and the tokens (and slots) charged: given back in the emission
+    /// intervals of the epoch the state word is in by then (a reload may have come between).
+    class: usize,
+    n: u64,
+    pub(super) charged: Charged,
 }
 
 /// A charge's refusal, or the news that a newer profile was published since the config the
@@ -67,7 +74,13 @@ impl Limiter {
             .cost(n)
             .map_err(|bucket| Decision::Exceeds { bucket })?;
         let id = self.engine.hasher.resolve(key, cfg.capacity.is_some());
-        self.charge(cfg, &id, cost, n.into(), now).map(Some)
+        let charged = self.charge(cfg, &id, cost, n.into(), now)?;
+        Ok(Some(Receipt {
+            digest: id.digest,
+            class: key.class.index() as usize,
+            n: n.into(),
+            charged,
+        }))
     }
 
     /// Charges `cost` to the caller's buckets and `slots` of shared capacity, all or nothing
@@ -80,7 +93,7 @@ impl Limiter {
         cost: Cost,
         slots: u64,
         now: u64,
-    ) -> Result<Receipt, Refusal> {
+    ) -> Result<Charged, Refusal> {
         self.charge_hinted(cfg, id, None, cost, slots, now)
     }
 
@@ -96,7 +109,7 @@ impl Limiter {
         cost: Cost,
         slots: u64,
         now: u64,
-    ) -> Result<Receipt, Refusal> {
+    ) -> Result<Charged, Refusal> {
         let class = id.class.index() as usize;
         let near_debt = cfg.classes[class].near_limit_debt;
         // The fast path: the identity in the slot it was last seen in (its home for a key),
@@ -146,7 +159,7 @@ impl Limiter {
     }
 
     /// The buckets are charged: shared capacity next, if the profile has it (a refusal gives
-    /// the tokens back); the receipt.
+    /// the tokens back); what it took.
     #[inline(always)]
     fn charged(
         &self,
@@ -156,24 +169,34 @@ impl Limiter {
         slots: u64,
         now: u64,
         near_limit: bool,
-    ) -> Result<Receipt, Refusal> {
-        let receipt = |tenant, capacity, near_limit| Receipt {
-            digest: id.digest,
-            tenant,
-            class,
-            tokens: slots,
-            slots,
-            capacity,
-            near_limit,
-        };
+    ) -> Result<Charged, Refusal> {
         let Some(cap) = &cfg.capacity else {
-            return Ok(receipt(Digest::NONE, None, near_limit));
+            return Ok(Charged {
+                tenant: Digest::NONE,
+                capacity: None,
+                near_limit,
+            });
         };
         let tenant = id.tenant.digest(&self.engine.hasher);
         match cap.take(&self.tenants, tenant, id.tenant.authenticated(), now, slots) {
-            Ok(taken) => Ok(receipt(tenant, Some(taken), near_limit)),
+            Ok(taken) => Ok(Charged {
+                tenant,
+                capacity: Some(taken),
+                near_limit,
+            }),
             Err(refused) => {
-                self.refund(cfg, &receipt(tenant, None, false));
+                let charged = Charged {
+                    tenant,
+                    capacity: None,
+                    near_limit: false,
+                };
+                let tokens = Receipt {
+                    digest: id.digest,
+                    class,
+                    n: slots,
+                    charged,
+                };
+                self.refund(cfg, &tokens);
                 Err(refused.into())
             }
         }
@@ -190,7 +213,7 @@ impl Limiter {
         cost: Cost,
         slots: u64,
         now: u64,
-    ) -> Result<Receipt, Refusal> {
+    ) -> Result<Charged, Refusal> {
         let class = id.class.index() as usize;
         // Near the limit: the burst left after this admission is below the profile's share
         // (one comparison; see `config::near_limit_tokens`).
@@ -307,8 +330,8 @@ impl Limiter {
     pub(super) fn refund(&self, cfg: &Config, r: &Receipt) {
         let limits = cfg.classes[r.class].limits;
         let cost = Cost {
-            burst: r.tokens.saturating_mul(limits.burst.t),
-            sustained: r.tokens.saturating_mul(limits.sustained.t),
+            burst: r.n.saturating_mul(limits.burst.t),
+            sustained: r.n.saturating_mul(limits.sustained.t),
         };
         let stale = self
             .table
@@ -323,11 +346,11 @@ impl Limiter {
         }
     }
 
-    /// Counts an admission that came near the limit (see [`Receipt::near_limit`]), once the
+    /// Counts an admission that came near the limit (see [`Charged::near_limit`]), once the
     /// decision that made it is final.
     #[inline]
-    pub(super) fn counted(&self, cfg: &Config, class: RouteClass, r: &Receipt) {
-        if r.near_limit {
+    pub(super) fn counted(&self, cfg: &Config, class: RouteClass, charged: &Charged) {
+        if charged.near_limit {
             self.engine.near_limit(cfg, class);
         }
     }
@@ -336,8 +359,8 @@ impl Limiter {
     #[cold]
     pub(super) fn give_back(&self, cfg: &Config, r: Receipt) {
         self.refund(cfg, &r);
-        if let (Some(cap), Some(taken)) = (&cfg.capacity, r.capacity) {
-            cap.give_back(&self.tenants, r.tenant, taken, r.slots);
+        if let (Some(cap), Some(taken)) = (&cfg.capacity, r.charged.capacity) {
+            cap.give_back(&self.tenants, r.charged.tenant, taken, r.n);
         }
     }
 }
