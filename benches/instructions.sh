@@ -35,6 +35,9 @@ debug = 1
 [workspace]
 TOML
     cp "$here/benches/instructions/admit_loop.rs" "$dir/src/main.rs"
+    # The tree's own lock: the versions it ships with (a newer hasher or clock in the registry
+    # would change the count without a change to tollgate).
+    cp "$tree/Cargo.lock" "$dir/Cargo.lock"
     (cd "$dir" && cargo build -q --release)
     for mode in ${MODES:-hot capacity keys pinned ffi ffi-pinned}; do
         count() {

@@ -44,6 +44,9 @@ debug = 1
 [workspace]
 TOML
     cp "$here/benches/instructions/layer_loop.rs" "$dir/src/main.rs"
+    # The tree's own lock: the versions it ships with (a newer hasher or clock in the registry
+    # would change the count without a change to tollgate).
+    cp "$tree/Cargo.lock" "$dir/Cargo.lock"
     (cd "$dir" && cargo build -q --release)
     count() {
         valgrind --tool=callgrind --toggle-collect="*send_requests" --callgrind-out-file=/dev/null "$CARGO_TARGET_DIR/release/$name" "$1" "$2" 2>&1 |

@@ -31,7 +31,8 @@ const TAG_FINGERPRINT: u8 = 5;
 
 impl KeyHasher {
     /// Seeds both states from `secret`. The same secret and prefixes give the same digests in
-    /// every process that runs the same build of tollgate.
+    /// every process that runs the same build of tollgate: aHash's output is its version's and
+    /// its target features' (AES or not), which is why snapshots carry the fingerprint.
     pub(crate) fn new(secret: &[u8], v4_prefix: u8, v6_prefix: u8) -> KeyHasher {
         // Fixed, arbitrary constants (digits of pi) only spread the secret into 8 seeds.
         let spread = ahash::RandomState::with_seeds(
