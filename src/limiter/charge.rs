@@ -22,14 +22,21 @@ pub(super) struct Charged {
     pub(super) near_limit: bool,
 }
 
-/// What one charge took, to give it back exactly.
+/// The tokens one charge took from an identity's buckets, as [`Limiter::refund`] gives them
+/// back: `n` units of the route class, in the emission intervals of the epoch the state word
+/// is in by then (a reload may have come between).
 #[derive(Clone, Copy, Debug)]
-pub(super) struct Receipt {
+pub(super) struct Tokens {
     digest: Digest,
-    /// The route class and the tokens (and slots) charged: given back in the emission
-    /// intervals of the epoch the state word is in by then (a reload may have come between).
     class: usize,
     n: u64,
+}
+
+/// What one charge took, to give it back exactly: its tokens, and what else it took (`n`
+/// slots of shared capacity, where it took any).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Receipt {
+    tokens: Tokens,
     pub(super) charged: Charged,
 }
 
@@ -76,9 +83,11 @@ impl Limiter {
         let id = self.engine.hasher.resolve(key, cfg.capacity.is_some());
         let charged = self.charge(cfg, &id, cost, n.into(), now)?;
         Ok(Some(Receipt {
-            digest: id.digest,
-            class: key.class.index() as usize,
-            n: n.into(),
+            tokens: Tokens {
+                digest: id.digest,
+                class: key.class.index() as usize,
+                n: n.into(),
+            },
             charged,
         }))
     }
@@ -185,16 +194,10 @@ impl Limiter {
                 near_limit,
             }),
             Err(refused) => {
-                let charged = Charged {
-                    tenant,
-                    capacity: None,
-                    near_limit: false,
-                };
-                let tokens = Receipt {
+                let tokens = Tokens {
                     digest: id.digest,
                     class,
                     n: slots,
-                    charged,
                 };
                 self.refund(cfg, &tokens);
                 Err(refused.into())
@@ -327,7 +330,7 @@ impl Limiter {
     /// counted in by then (the word converted to it first). An identity reclaimed meanwhile
     /// was full: there is nothing to give back.
     #[cold]
-    pub(super) fn refund(&self, cfg: &Config, r: &Receipt) {
+    pub(super) fn refund(&self, cfg: &Config, r: &Tokens) {
         let limits = cfg.classes[r.class].limits;
         let cost = Cost {
             burst: r.n.saturating_mul(limits.burst.t),
@@ -358,9 +361,9 @@ impl Limiter {
     /// Gives back everything one charge took: its tokens and its shared-capacity slots.
     #[cold]
     pub(super) fn give_back(&self, cfg: &Config, r: Receipt) {
-        self.refund(cfg, &r);
+        self.refund(cfg, &r.tokens);
         if let (Some(cap), Some(taken)) = (&cfg.capacity, r.charged.capacity) {
-            cap.give_back(&self.tenants, r.charged.tenant, taken, r.n);
+            cap.give_back(&self.tenants, r.charged.tenant, taken, r.tokens.n);
         }
     }
 }
