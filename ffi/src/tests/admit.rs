@@ -75,7 +75,7 @@ fn key_arguments_are_checked() {
 /// The usual ids are checked a word at a time, others a byte at a time: both agree with UTF-8
 /// at every length and every position of an offending byte, for either id. About 400 tenants
 /// are admitted, so the tenants' table (a sixteenth of `capacity`) gets 4,096 entries: ten in
-/// a hundred used, never a full probe window whatever the hash seed.
+/// a hundred used, far from filling a 64-entry probe window.
 #[test]
 fn ids_are_checked_as_utf8_at_every_length_and_byte_position() {
     let l = new("\
