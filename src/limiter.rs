@@ -254,8 +254,8 @@ impl Limiter {
         self.engine.published_limits()
     }
 
-    /// Bytes held by the limiter: the identity table (64 bytes a slot), the tenants' table
-    /// (64 bytes an entry) and their bookkeeping.
+    /// Bytes held by the limiter: the identity table (64 bytes a slot), the tenants' slot
+    /// counts (8 bytes a slot), the tenants' table (64 bytes an entry) and their bookkeeping.
     pub fn memory_bytes(&self) -> usize {
         let cfg = self.engine.config.load();
         core::mem::size_of::<Self>() + self.table.memory_bytes() - core::mem::size_of::<Table>()

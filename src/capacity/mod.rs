@@ -24,10 +24,11 @@ use crate::decision::{Cause, Decision};
 use crate::identity::{Digest, DigestMap};
 
 mod counters;
+mod slot_counts;
 mod tenants;
 
 pub use counters::ShardCounter;
-pub(crate) use tenants::{IdentityCaps, Partition, Tenants, Unheld};
+pub(crate) use tenants::{IdentityCaps, Partition, Tenants};
 
 /// Shared capacity as the hot path sees it, built from the profile by `config`.
 #[derive(Clone, Debug)]

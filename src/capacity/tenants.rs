@@ -1,73 +1,61 @@
 //! The tenants' table: one small fixed table, keyed by the tenant digest (the anonymous
-//! pseudo-tenant is one tenant), of what shared capacity and the identity table count per
-//! tenant. Tenants never compete with identities for space.
+//! pseudo-tenant is one tenant), of the admissions each tenant counts in shared capacity's
+//! current window; and the tenants' identity-slot counts (`slot_counts.rs`). Tenants never
+//! compete with identities for space.
 //!
 //! An entry's state word (the table's usual 128-bit word, see `table/state.rs`) holds:
 //!
 //! ```text
 //!  burst TAT field:      the end of the window the tenant's admissions are counted in
-//!  sustained TAT field:  held (35 bits) << 24 | admissions in that window (24 bits)
+//!  sustained TAT field:  admissions in that window (24 bits)
 //! ```
 //!
-//! `held` is the number of identity-table slots that record the tenant as their partition
-//! (plus claims in flight). An entry may be reclaimed for another tenant only when its window
-//! is over *and* it holds no identity slot, so the entry of a tenant with a live identity is
-//! never lost, and nothing a tenant counts can be lost while it matters.
+//! An entry may be reclaimed for another tenant once its window is over: nothing it counts
+//! matters then. So entries are held only by tenants admitted in the current window.
 
 use crate::bucket::Tats;
 use crate::decision::Cause;
 use crate::identity::{Digest, DigestMap};
 use crate::table::{Apply, Claimer, Kind, Table, Unpartitioned};
 
-const COUNT_BITS: u32 = 24;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
-// A window's admissions fit in the count, a table's slots in `held` (59 - 24 = 35 bits:
-// the state word's TAT field, `table/state.rs`).
-const _: () = assert!(crate::profile::MAX_SLOTS_PER_WINDOW <= COUNT_MASK);
-const _: () = assert!(crate::profile::MAX_CAPACITY < 1 << (59 - COUNT_BITS));
+use super::slot_counts::SlotCounts;
+
+// A window's admissions fit in the state word's TAT field (59 bits, `table/state.rs`).
+const _: () = assert!(crate::profile::MAX_SLOTS_PER_WINDOW < 1 << 59);
 
 /// One tenant's entry, unpacked.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Entry {
     end: u64,
     count: u64,
-    held: u64,
 }
 
 impl Entry {
     fn of(t: Tats) -> Entry {
         Entry {
             end: t.burst,
-            count: t.sustained & COUNT_MASK,
-            held: t.sustained >> COUNT_BITS,
+            count: t.sustained,
         }
     }
     fn tats(self) -> Tats {
         Tats {
             burst: self.end,
-            sustained: self.held << COUNT_BITS | self.count,
+            sustained: self.count,
         }
     }
 }
 
-/// The tenants' table kind: an entry is reclaimable once its window is over and it holds no
-/// identity slot; a new entry has a window that is over (its end is the claim time, off every
-/// window grid) and nothing held.
+/// The tenants' table kind: an entry is reclaimable once its window is over; a new entry has a
+/// window that is over (its end is the claim time, off every window grid).
 pub(crate) struct TenantEntries;
 
 impl Kind for TenantEntries {
     #[inline]
     fn reclaimable(t: Tats, now: u64) -> bool {
-        let e = Entry::of(t);
-        e.end <= now && e.held == 0
+        Entry::of(t).end <= now
     }
     fn fresh(now: u64) -> Tats {
-        Entry {
-            end: now,
-            count: 0,
-            held: 0,
-        }
-        .tats()
+        Entry { end: now, count: 0 }.tats()
     }
 }
 
@@ -113,18 +101,10 @@ impl IdentityCaps {
     }
 }
 
-/// Why a restored slot could not be counted for its tenant.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Unheld {
-    /// The tenant already holds its cap of identity slots.
-    AtCap,
-    /// The tenants' table has no entry for it and none can be had.
-    NoEntry,
-}
-
-/// The tenants' table.
+/// The tenants' table and slot counts.
 pub(crate) struct Tenants {
     table: Table<TenantEntries>,
+    slots: SlotCounts,
 }
 
 impl Tenants {
@@ -134,14 +114,22 @@ impl Tenants {
         (identities / 16).clamp(64, 1 << 16) + 2 * listed
     }
 
-    pub(crate) fn new(entries: usize) -> Tenants {
+    /// The bytes `new(identities, entries)` allocates.
+    pub(crate) fn bytes_for(identities: usize, entries: usize) -> usize {
+        let counters = SlotCounts::len_for(identities) * 8;
+        entries.saturating_mul(64).saturating_add(counters)
+    }
+
+    /// The tenants of a table of `identities` slots, with `entries` entries.
+    pub(crate) fn new(identities: usize, entries: usize) -> Tenants {
         Tenants {
             table: Table::new(entries),
+            slots: SlotCounts::new(identities),
         }
     }
 
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.table.memory_bytes()
+        self.table.memory_bytes() + self.slots.memory_bytes()
     }
 
     /// Admissions the tenant holds in the window ending at `window_end` (for `peek`).
@@ -172,7 +160,6 @@ impl Tenants {
                 let next = Entry {
                     end,
                     count: used + n,
-                    ..e
                 };
                 Apply::Write(next.tats(), Some(end))
             }
@@ -198,45 +185,22 @@ impl Tenants {
         });
     }
 
-    /// Identity slots the tenant holds (with claims in flight).
+    /// Identity slots the tenant holds (with claims in flight), or more (`slot_counts.rs`).
     #[cfg(test)]
     pub(crate) fn held(&self, tenant: Digest) -> u64 {
-        self.table.peek(tenant).map_or(0, |t| Entry::of(t).held)
+        self.slots.held(tenant)
     }
 
-    /// One more identity slot for the tenant unless it holds `cap`; refused too if the tenant
-    /// has no entry and none can be had (fail closed, for this tenant only). A restore
-    /// (`snapshot`) puts back slots through it too, within the cap of the profile restored
-    /// into, so that a crafted file cannot give one partition more of the table than a claim
-    /// could.
-    pub(crate) fn hold(&self, tenant: Digest, now: u64, cap: u64) -> Result<(), Unheld> {
-        let held = self.table.update(tenant, &Unpartitioned, now, |t| {
-            let e = Entry::of(t);
-            if e.held >= cap {
-                Apply::Keep(false)
-            } else {
-                let held = e.held + 1;
-                Apply::Write(Entry { held, ..e }.tats(), true)
-            }
-        });
-        match held {
-            Ok(true) => Ok(()),
-            Ok(false) => Err(Unheld::AtCap),
-            Err(_) => Err(Unheld::NoEntry),
-        }
+    /// One more identity slot for the tenant unless it holds `cap`. A restore (`snapshot`)
+    /// puts back slots through it too, within the cap of the profile restored into, so that a
+    /// crafted file cannot give one partition more of the table than a claim could.
+    pub(crate) fn hold(&self, tenant: Digest, cap: u64) -> bool {
+        self.slots.reserve(tenant, cap)
     }
 
-    /// One identity slot less for the tenant. Its entry is there: it holds the slot.
+    /// One identity slot less for the tenant, which holds it.
     pub(crate) fn unhold(&self, tenant: Digest) {
-        let found = self.table.update_existing(tenant, |t| {
-            let e = Entry::of(t);
-            debug_assert!(e.held > 0, "a tenant gives back a slot it does not hold");
-            match e.held.checked_sub(1) {
-                Some(held) => Apply::Write(Entry { held, ..e }.tats(), ()),
-                None => Apply::Keep(()),
-            }
-        });
-        debug_assert!(found.is_some(), "a tenant holding slots has an entry");
+        self.slots.release(tenant)
     }
 }
 
@@ -253,9 +217,9 @@ impl<T: Fn() -> Digest> Claimer for Partition<'_, T> {
     fn partition(&self) -> Digest {
         (self.tenant)()
     }
-    fn reserve(&self, now: u64) -> bool {
+    fn reserve(&self, _: u64) -> bool {
         let tenant = (self.tenant)();
-        self.tenants.hold(tenant, now, self.caps.of(tenant)).is_ok()
+        self.tenants.hold(tenant, self.caps.of(tenant))
     }
     fn release(&self, _: u64) {
         self.tenants.unhold((self.tenant)())
@@ -271,11 +235,7 @@ mod tests {
 
     #[test]
     fn tenant_windows_move_forward_on_their_grid() {
-        let e = |end, count| Entry {
-            end,
-            count,
-            held: 7,
-        };
+        let e = |end, count| Entry { end, count };
         assert_eq!(window(e(2_000, 3), 2_000, 1_000), (2_000, 3));
         assert_eq!(window(e(3_000, 3), 2_000, 1_000), (3_000, 3), "late");
         assert_eq!(window(e(1_000, 3), 2_000, 1_000), (2_000, 0), "over");
@@ -283,40 +243,22 @@ mod tests {
     }
 
     #[test]
-    fn an_entry_round_trips_and_is_kept_while_it_holds_slots() {
+    fn an_entry_round_trips_and_is_kept_while_its_window_lasts() {
         let e = Entry {
             end: 5,
-            count: COUNT_MASK,
-            held: 1 << 30,
+            count: crate::profile::MAX_SLOTS_PER_WINDOW,
         };
         assert_eq!(Entry::of(e.tats()), e);
-        assert!(!TenantEntries::reclaimable(e.tats(), 10), "holds slots");
-        let idle = Entry { held: 0, ..e };
-        assert!(TenantEntries::reclaimable(idle.tats(), 10));
-        assert!(
-            !TenantEntries::reclaimable(idle.tats(), 4),
-            "window not over"
-        );
-        assert_eq!(Entry::of(TenantEntries::fresh(9)).held, 0);
-    }
-
-    #[test]
-    fn holds_stop_at_the_cap_and_count_back() {
-        let t = Tenants::new(64);
-        let a = Digest { hi: 1, lo: 3 };
-        assert!(t.hold(a, 0, 2).is_ok() && t.hold(a, 0, 2).is_ok());
-        assert_eq!(t.hold(a, 0, 2), Err(Unheld::AtCap));
-        t.unhold(a);
-        assert_eq!(t.held(a), 1);
-        assert!(t.hold(a, 0, 2).is_ok());
-        assert_eq!(t.held(a), 2);
+        assert!(TenantEntries::reclaimable(e.tats(), 10));
+        assert!(!TenantEntries::reclaimable(e.tats(), 4), "window not over");
+        assert_eq!(Entry::of(TenantEntries::fresh(9)).count, 0);
     }
 
     /// A give-back returns admissions to the window they were counted in, never more than it
     /// counts, and nothing once the tenant counts in a newer window.
     #[test]
     fn a_give_back_returns_admissions_to_their_own_window_only() {
-        let t = Tenants::new(64);
+        let t = Tenants::new(1024, 64);
         let a = Digest { hi: 1, lo: 3 };
         let (first, second) = ((1_000, 1_000), (2_000, 1_000));
         assert_eq!(t.take(a, 0, first, 5, 3), Ok(1_000));
@@ -337,7 +279,7 @@ mod tests {
     /// old tenant (the eviction) and on the new one.
     #[test]
     fn a_reclaimed_slot_moves_from_its_tenant_to_the_new_one() {
-        let tenants = Tenants::new(64);
+        let tenants = Tenants::new(1024, 64);
         let caps = IdentityCaps::new(1, 1.0, core::iter::empty());
         let (a, b) = (Digest { hi: 1, lo: 3 }, Digest { hi: 2, lo: 5 });
         let table: Table = Table::new(1);
@@ -359,7 +301,7 @@ mod tests {
     /// A claim that reserved a slot and then lost it to a race gives the reservation back.
     #[test]
     fn a_released_reservation_is_given_back() {
-        let tenants = Tenants::new(64);
+        let tenants = Tenants::new(1024, 64);
         let caps = IdentityCaps::new(1, 1.0, core::iter::empty());
         let a = Digest { hi: 1, lo: 3 };
         let p = Partition {
@@ -380,10 +322,11 @@ mod tests {
         assert_eq!(Tenants::entries_for(16 * 1000 + 15, 0), 1000);
         assert_eq!(Tenants::entries_for(16 * 1000, 3), 1006);
         assert_eq!(Tenants::entries_for(1 << 30, 5), (1 << 16) + 10);
-        let t = Tenants::new(100);
+        let t = Tenants::new(1000, 100);
+        assert_eq!(Tenants::bytes_for(1000, 100), 100 * 64 + 1024 * 8);
         assert_eq!(
             t.memory_bytes(),
-            100 * 64 + core::mem::size_of::<Table<TenantEntries>>()
+            Tenants::bytes_for(1000, 100) + core::mem::size_of::<Table<TenantEntries>>()
         );
     }
 }

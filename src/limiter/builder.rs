@@ -191,7 +191,9 @@ impl Builder {
             (cfg.identities, listed)
         };
         let entries = Tenants::entries_for(capacity, listed);
-        let bytes = capacity.saturating_add(entries).saturating_mul(64);
+        let bytes = capacity
+            .saturating_mul(64)
+            .saturating_add(Tenants::bytes_for(capacity, entries));
         // Ask first, so that a capacity the machine cannot hold is an error, not an abort.
         let mut probe: Vec<u8> = Vec::new();
         probe
@@ -212,7 +214,7 @@ impl Builder {
         Ok(Limiter {
             engine,
             table: Table::new(capacity),
-            tenants: Tenants::new(entries),
+            tenants: Tenants::new(capacity, entries),
             epoch,
             clock,
             wall: self.wall,

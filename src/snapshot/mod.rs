@@ -73,8 +73,6 @@ pub struct RestoreStats {
     pub expired: u64,
     /// Identities read twice (a snapshot taken while one moved slot); the later read is kept.
     pub duplicates: u64,
-    /// Identities not restored because the tenants' table had no entry for their tenant.
-    pub dropped: u64,
     /// Identities not restored because their tenant (or the anonymous pseudo-tenant) already
     /// held its share of the table (`identities.tenant_share`), or of the 64-slot window
     /// around the record, under the profile restored into: a crafted file, or a profile with a

@@ -8,7 +8,6 @@ use super::bounds::{most_owed, Windows};
 use super::format::{Header, Input, Record, MAX_DEBT};
 use super::{RestoreError, RestoreStats, SnapshotError};
 use crate::bucket::{debt_in, Tats};
-use crate::capacity::Unheld;
 use crate::config::{self, Config};
 use crate::identity::Digest;
 use crate::limiter::{Builder, Limiter};
@@ -117,17 +116,15 @@ fn report(s: &RestoreStats) {
         ("restored", s.restored),
         ("expired", s.expired),
         ("duplicate", s.duplicates),
-        ("dropped", s.dropped),
         ("over_share", s.over_share),
         ("clipped", s.clipped),
     ] {
         metrics::counter!("tollgate_restore_records_total", "outcome" => outcome).increment(n);
     }
-    if s.over_share > 0 || s.clipped > 0 || s.dropped > 0 {
+    if s.over_share > 0 || s.clipped > 0 {
         tracing::warn!(
             over_share = s.over_share,
             clipped = s.clipped,
-            dropped = s.dropped,
             "snapshot asked for more than the profile allows: identities over their tenant's \
              share started full, debts beyond a full bucket were clipped"
         );
@@ -289,21 +286,13 @@ fn apply(
         stats.over_share += 1;
         return;
     }
-    match l.tenants.hold(r.partition, now, cap) {
-        Ok(()) => {}
-        // Not put back, so its buckets start full: the only cases where a restore grants
-        // credit, each counted, never silent. The tenants' table has no entry for its tenant
-        // (it cannot be counted), or the tenant already holds its share of the table (more
-        // than any claim could have taken under this profile: a crafted file, or a profile
-        // with a smaller share).
-        Err(Unheld::NoEntry) => {
-            stats.dropped += 1;
-            return;
-        }
-        Err(Unheld::AtCap) => {
-            stats.over_share += 1;
-            return;
-        }
+    if !l.tenants.hold(r.partition, cap) {
+        // Not put back, so its buckets start full: with the window's share above, the only
+        // case where a restore grants credit, counted, never silent. The tenant already holds
+        // its share of the table: more than any claim could have taken under this profile (a
+        // crafted file, or a profile with a smaller share).
+        stats.over_share += 1;
+        return;
     }
     stats.clipped += u64::from(clipped);
     windows.restored(slot, r.partition);

@@ -284,3 +284,24 @@ fn tenant_counters_never_compete_with_identities() {
         }
     }
 }
+
+/// Tenants of one caller each, coming and going for good: many more tenants than the tenants'
+/// table has entries, and more than the identity table has slots. Each tenant's slot goes idle
+/// (refilled) and stays in the table, counted for its tenant, until a new identity takes it; a
+/// tenant new to the service is admitted all the same.
+#[test]
+fn tenants_new_to_the_service_are_admitted_however_many_came_before() {
+    let mut p = Profile::from_path("examples/profiles/example.yaml").unwrap();
+    p.identities.capacity = tollgate::profile::Capacity::new(1024).unwrap();
+    let (l, mock) = mock_limiter(p);
+    let read = l.route_class("read").unwrap();
+    // The tenants' table has 64 entries here; 40 rounds of 60 bring 2,400 tenants.
+    for round in 0..40 {
+        for i in 0..60 {
+            let tenant = format!("tenant-{round}-{i}");
+            let key = Key::authenticated(&tenant, "only", read).unwrap();
+            assert_eq!(l.admit(&key), Decision::Admit, "{tenant}");
+        }
+        mock.increment(Duration::from_secs(3_600));
+    }
+}

@@ -404,7 +404,7 @@ route_classes:
         l.snapshot(&mut snap).unwrap();
         let after: Vec<u64> = counts.iter().map(|c| c.load(Ordering::Acquire)).collect();
         let (r, stats) = restart(&snap, profile.clone(), &wall).unwrap();
-        assert_eq!(stats.dropped, 0);
+        assert_eq!(stats.over_share, 0);
         for id in 0..2 * PER_THREAD {
             let name = format!("p{id}");
             let rem = r.remaining(&Key::authenticated("tenant", &name, c).unwrap());
