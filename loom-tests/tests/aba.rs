@@ -87,7 +87,7 @@ fn gave_back(r: Result<(), Refused>) -> bool {
 /// partition hint), `t` runs all 64 claims, `y`'s CAS succeeds. `y` must then read the
 /// partition `B` and give `B` its slot back; only the CAS's Acquire, reading `t`'s last store,
 /// makes that store of `B` visible. Read stale (`A`, the 63rd claim's), `y` gives back a slot
-/// `A` does not hold (`tenants.rs`'s debug assertion) and `B` stays counted for a slot it lost.
+/// `A` does not hold (`slot_counts.rs`'s debug assertion) and `B` stays counted for a slot it lost.
 ///
 /// Afterwards, whatever the interleaving: `y` is admitted or refused `TableFull` (it found the
 /// slot busy or live), every claim of `t` gave its token back until one was refused `TableFull`
