@@ -46,6 +46,30 @@ fn same_key_two_threads_claim_and_admit() {
     });
 }
 
+/// Two threads admit the same new identity (burst 2), one of them twice. When a claim loses
+/// its commit to the other's, it gives its slot back matching nobody; the other thread's next
+/// admit may scan that slot first. The store that frees it is a Release (E7 in
+/// `loom-tests/README.md`): read with the freed word, the slot's digest is the cleared one,
+/// never the identity the lost claim wrote there, which would give the identity a second,
+/// full slot. So exactly two of the three admits are admitted.
+#[test]
+fn a_slot_left_by_a_lost_commit_never_matches_the_identity_it_was_claimed_for() {
+    let p = profile(4, 2);
+    loom::model(move || {
+        let (l, _mock) = limiter(&p);
+        let once = {
+            let l = l.clone();
+            thread::spawn(move || admit(&l, "hot").is_admit() as usize)
+        };
+        let twice = {
+            let l = l.clone();
+            thread::spawn(move || (0..2).filter(|_| admit(&l, "hot").is_admit()).count())
+        };
+        let admitted = once.join().unwrap() + twice.join().unwrap();
+        assert_eq!(admitted, 2, "one identity, burst 2");
+    });
+}
+
 /// Three threads on one existing identity with two tokens left: exactly two are admitted.
 #[test]
 fn same_key_three_threads_never_over_admit() {

@@ -423,7 +423,8 @@ impl<K: Kind> Table<K> {
     /// What slot `slot` says of `d`: the Acquire load of its word, then its digest.
     #[inline(always)]
     fn look(&self, slot: &Slot, d: Digest) -> Look {
-        // Acquire: pairs with the Release publish of the claim that wrote this digest.
+        // Acquire (E1 in loom-tests/README.md): pairs with the Release publish of the claim
+        // that wrote this digest; without it the digest may still be an earlier occupant's.
         let s = slot.state.load(Ordering::Acquire);
         if s.is_empty() {
             return Look::Empty;
