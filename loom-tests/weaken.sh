@@ -37,6 +37,7 @@ rows=(
                 Ordering::Release,|seq.wrapping_add(1),
                 Ordering::Relaxed,|admit|same_key_two_threads_claim_and_admit"
   "E7|src/table/claim.rs|.store(busy.published(busy.tats()), Ordering::Release);|.store(busy.published(busy.tats()), Ordering::Relaxed);|admit|a_slot_left_by_a_lost_commit_never_matches_the_identity_it_was_claimed_for"
+  "C1|src/capacity/slot_counts.rs|let in_b = b.fetch_add(1, Ordering::AcqRel);|let in_b = b.fetch_add(1, Ordering::Relaxed);|claim|two_claims_of_one_tenant_at_once_never_pass_its_cap"
   "E8|src/table/claim.rs|slot.state.store(busy.published(tats), Ordering::Release);|slot.state.store(busy.published(tats), Ordering::Relaxed);|admit|reclaim_races_an_admit_of_the_old_identity"
   "E9|src/table/mod.rs|.compare_exchange(seen, next, Ordering::Release, Ordering::Acquire)|.compare_exchange(seen, next, Ordering::Relaxed, Ordering::Acquire)|reload|a_word_of_a_newer_profile_is_never_read_as_an_older_ones"
   "E9f|src/table/mod.rs|.compare_exchange(seen, next, Ordering::Release, Ordering::Acquire)|.compare_exchange(seen, next, Ordering::Release, Ordering::Relaxed)|reload|a_word_of_a_newer_profile_is_never_read_as_an_older_ones"

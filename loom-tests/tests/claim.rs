@@ -156,6 +156,32 @@ fn a_tenant_at_its_cap_reuses_its_own_slot_while_another_claims() {
     });
 }
 
+/// Four slots, a tenant's cap one (`tenant_share: 0.25`). Two new identities of tenant `A`
+/// claim at once: exactly one is admitted and the other refused `TableFull`, whatever the
+/// order of the two reservations' increments of `A`'s two slot counters. Each reads the
+/// counters as they were at its own increment; counted so, with the increments Relaxed, each
+/// may miss the other in a different counter and both pass the cap (C1 in
+/// `loom-tests/README.md`). Then `A` is refused a third and `B` admitted.
+#[test]
+fn two_claims_of_one_tenant_at_once_never_pass_its_cap() {
+    let p = loom_tests::profile(4, 0.25, &bucket(2, "2s"), SUSTAINED);
+    loom::model(move || {
+        let (l, _mock) = limiter(&p);
+        let c = l.route_class("c").unwrap();
+        let k = |t: &'static str, who: &'static str| Key::authenticated(t, who, c).unwrap();
+        let spawn = |who: &'static str| {
+            let l = l.clone();
+            thread::spawn(move || l.admit(&Key::authenticated("A", who, c).unwrap()))
+        };
+        let (tx, ty) = (spawn("x"), spawn("y"));
+        let mut got = [tx.join().unwrap(), ty.join().unwrap()];
+        got.sort_by_key(|d| !d.is_admit());
+        assert_eq!(got, [Decision::Admit, TABLE_FULL], "A's cap is one slot");
+        assert_eq!(l.admit(&k("A", "z")), TABLE_FULL, "A is at its cap");
+        assert_eq!(l.admit(&k("B", "b")), Decision::Admit, "B is not");
+    });
+}
+
 /// Bytes of one snapshot record (format version 2: slot, class, digests, debts).
 const RECORD: usize = 54;
 

@@ -55,20 +55,25 @@ impl SlotCounts {
     /// nothing counted.
     pub(crate) fn reserve(&self, tenant: Digest, cap: u64) -> bool {
         let [a, b] = self.of(tenant);
-        // Relaxed: each counter is read and written only by read-modify-writes, which always
-        // act on its latest value, so every count here includes every slot counted before it
-        // and not yet given back. A reservation's increment comes before its own decrement in
-        // each counter's order: the give-back happens after the claim (the same thread, or a
-        // claim that took the slot after the Acquire CAS on its word). Nothing else is
-        // published through the counters.
-        let held = a
-            .fetch_add(1, Ordering::Relaxed)
-            .min(b.fetch_add(1, Ordering::Relaxed));
-        if held < cap {
+        // Relaxed: ordered for the other reservations by the Release half of `b`'s increment.
+        a.fetch_add(1, Ordering::Relaxed);
+        // AcqRel (C1 in loom-tests/README.md). Of any of the tenant's reservations, the one
+        // whose increment of `b` comes last in `b`'s order reads every other's increment of
+        // `b` there, and (Acquire of their Release, through the release sequence of the
+        // read-modify-writes) sees their increments of `a` in its load below: it counts all of
+        // them in both counters, so they never all pass the cap. The counts returned by two
+        // Relaxed increments would let two reservations each miss the other in a different
+        // counter and both pass a cap of one.
+        let in_b = b.fetch_add(1, Ordering::AcqRel);
+        // Relaxed: the Acquire above orders it; it counts our own increment too.
+        let in_a = a.load(Ordering::Relaxed).saturating_sub(1);
+        if in_a.min(in_b) < cap {
             return true;
         }
         // At the cap: take both back. Until then another reservation may count these two too
-        // and be refused as well: refused early for an instant, never let past.
+        // and be refused as well: refused early for an instant, never let past. Relaxed: a
+        // take-back only ever lowers what another reservation counts by an increment of ours
+        // that it counted.
         a.fetch_sub(1, Ordering::Relaxed);
         b.fetch_sub(1, Ordering::Relaxed);
         false
@@ -77,7 +82,10 @@ impl SlotCounts {
     /// One slot less for the tenant: it holds the slot (a `reserve` counted it).
     pub(crate) fn release(&self, tenant: Digest) {
         for c in self.of(tenant) {
-            // Relaxed: as in `reserve`.
+            // Relaxed: a give-back comes after its own reservation's increments in each
+            // counter's order (the same thread, or a claim that took the slot after the
+            // Acquire CAS on its word), and a count lowered by it no longer includes a slot
+            // that is not held. Nothing else is published through the counters.
             let before = c.fetch_sub(1, Ordering::Relaxed);
             debug_assert!(before > 0, "a tenant gives back a slot it does not hold");
         }
