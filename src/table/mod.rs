@@ -24,6 +24,7 @@
 mod claim;
 mod persist;
 mod retag;
+mod slot;
 mod state;
 
 pub(crate) use claim::{Claimer, Unpartitioned};
@@ -31,99 +32,15 @@ pub(crate) use persist::Occupant;
 
 pub(crate) use state::{Tag, EPOCHS, MAX_NOW};
 
-use state::{AtomicSlotState, SlotState};
+use slot::Slot;
+use state::SlotState;
 
 use crate::bucket::Tats;
 use crate::identity::Digest;
-use crate::sync::{fence, AtomicU64, Ordering, SpinWait};
+use crate::sync::{fence, Ordering, SpinWait};
 
 /// How far from its home slot an identity may live.
 pub(crate) const WINDOW: usize = 64;
-
-/// One identity's slot: exactly one 64-byte cache line.
-///
-/// Why 64 and not crossbeam's 128 (`CachePadded` on x86-64, because the spatial prefetcher
-/// fetches lines in pairs): the slots of a table are written by whichever threads serve those
-/// identities, at random; two identities sharing a 128-byte pair collide only when both are hot
-/// at once, while padding to 128 would double the memory of a table sized in millions. A hot
-/// identity's own line is never shared with another identity's state.
-#[repr(C, align(64))]
-pub(crate) struct Slot {
-    state: AtomicSlotState,
-    digest_hi: AtomicU64,
-    digest_lo: AtomicU64,
-    /// Claims committed for identities whose home is this slot (see the module doc).
-    claims: AtomicU64,
-    /// The occupant's partition ([`Digest::NONE`] if it has none: never used, or given back
-    /// by a claim that lost its commit). Written only while the slot is `BUSY`, like the digest.
-    partition_hi: AtomicU64,
-    partition_lo: AtomicU64,
-    /// The occupant's route class plus one (0: not known, as for a restored slot), what a
-    /// reload's re-tag converts its TATs by. Written only while the slot is `BUSY`.
-    class: AtomicU64,
-}
-
-#[cfg(not(tollgate_loom))]
-const _: () = assert!(core::mem::size_of::<Slot>() == 64);
-
-impl Slot {
-    fn new() -> Slot {
-        Slot {
-            state: AtomicSlotState::new(),
-            digest_hi: AtomicU64::new(0),
-            digest_lo: AtomicU64::new(0),
-            claims: AtomicU64::new(0),
-            partition_hi: AtomicU64::new(0),
-            partition_lo: AtomicU64::new(0),
-            class: AtomicU64::new(0),
-        }
-    }
-
-    /// Relaxed, as [`Slot::partition`].
-    fn class(&self) -> Option<usize> {
-        (self.class.load(Ordering::Relaxed) as usize).checked_sub(1)
-    }
-
-    /// Relaxed, as [`Slot::set_digest`]: the caller holds the slot `BUSY`.
-    fn set_class(&self, class: Option<usize>) {
-        self.class
-            .store(class.map_or(0, |c| c as u64 + 1), Ordering::Relaxed);
-    }
-
-    /// Relaxed: only read after an Acquire load of `state` that saw the claim that wrote them
-    /// published; if a reclaim changes them meanwhile, it changed `state` first, and the CAS
-    /// that follows every use of a digest fails.
-    #[inline]
-    fn digest(&self) -> Digest {
-        Digest {
-            hi: self.digest_hi.load(Ordering::Relaxed),
-            lo: self.digest_lo.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Relaxed: the caller holds the slot `BUSY`; the Release publish (or the Release commit of
-    /// the claim counter) makes these stores visible before anyone can use them.
-    fn set_digest(&self, d: Digest) {
-        self.digest_hi.store(d.hi, Ordering::Relaxed);
-        self.digest_lo.store(d.lo, Ordering::Relaxed);
-    }
-
-    /// Relaxed, as [`Slot::digest`]: exact only after an Acquire load (or a successful
-    /// Acquire CAS) of `state` that saw the publish of the claim that wrote it; otherwise a
-    /// hint (a claim scan's preference), checked again once the slot is held `BUSY`.
-    fn partition(&self) -> Digest {
-        Digest {
-            hi: self.partition_hi.load(Ordering::Relaxed),
-            lo: self.partition_lo.load(Ordering::Relaxed),
-        }
-    }
-
-    /// Relaxed, as [`Slot::set_digest`]: the caller holds the slot `BUSY`.
-    fn set_partition(&self, p: Digest) {
-        self.partition_hi.store(p.hi, Ordering::Relaxed);
-        self.partition_lo.store(p.lo, Ordering::Relaxed);
-    }
-}
 
 /// Asks Linux to back the table with 2 MiB pages before its memory is first touched. A table of
 /// millions of slots is read at random; with 4 KiB pages nearly every lookup also misses the TLB
