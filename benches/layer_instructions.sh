@@ -4,11 +4,12 @@
 # source tree given (default: this one), builds benches/instructions/layer_loop.rs against it in
 # a scratch crate and counts N and 3N requests through `oneshot` under callgrind, for axum
 # bare, behind tollgate's RateLimitLayer (counted, and after `RateLimitLayer::leak`) and behind
-# tower_governor's GovernorLayer, counting only
+# tower_governor's GovernorLayer (as configured by default, and with `use_headers`, which puts
+# two headers on each admitted response where tollgate puts one), counting only
 # inside the request loop (`--toggle-collect`: start-up, such as the clock's calibration, whose
 # length varies from run to run, stays out); the difference over 2N is the per-request cost (the
 # first request's one-time work cancels out). Prints each layer's
-# instructions over bare, and tollgate's as a ratio of tower_governor's.
+# instructions over bare, and tollgate's as a ratio of each tower_governor's.
 #
 #   git worktree add /tmp/old <commit> && bash benches/layer_instructions.sh /tmp/old .
 #
@@ -57,5 +58,7 @@ TOML
     tollgate=$(per tollgate)
     leaked=$(per tollgate-leaked)
     governor=$(per governor)
-    echo "$tree: bare $bare instructions per request; tollgate +$((tollgate - bare)) (leaked +$((leaked - bare))); tower_governor +$((governor - bare)); tollgate/tower_governor $(awk -v a=$((tollgate - bare)) -v b=$((governor - bare)) 'BEGIN { printf "%.2f", a / b }')"
+    headers=$(per governor-headers)
+    ratio() { awk -v a=$((tollgate - bare)) -v b=$(($1 - bare)) 'BEGIN { printf "%.2f", a / b }'; }
+    echo "$tree: bare $bare instructions per request; tollgate +$((tollgate - bare)) (leaked +$((leaked - bare))); tower_governor +$((governor - bare)), with headers +$((headers - bare)); tollgate/tower_governor $(ratio "$governor"), with headers $(ratio "$headers")"
 done

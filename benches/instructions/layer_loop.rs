@@ -1,5 +1,5 @@
 //! One variant of `benches/http_layer.rs` in a loop, for callgrind (`benches/layer_instructions.sh`):
-//! `layer_loop bare|tollgate|tollgate-leaked|governor N` sends N requests through `oneshot` on a current-thread
+//! `layer_loop bare|tollgate|tollgate-leaked|governor|governor-headers N` sends N requests through `oneshot` on a current-thread
 //! runtime, with the same router, request and quotas as the criterion bench.
 
 use std::net::SocketAddr;
@@ -32,7 +32,7 @@ fn app() -> Router {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let variant = args.next().expect("bare|tollgate|tollgate-leaked|governor");
+    let variant = args.next().expect("bare|tollgate|tollgate-leaked|governor|governor-headers");
     let n: u64 = args.next().expect("N").parse().expect("N");
     let app = match variant.as_str() {
         "bare" => app(),
@@ -54,6 +54,17 @@ fn main() {
             let config = GovernorConfigBuilder::default()
                 .per_nanosecond(1)
                 .burst_size(u32::MAX)
+                .finish()
+                .unwrap();
+            app().layer(GovernorLayer::new(config))
+        }
+        // With `use_headers`: `x-ratelimit-limit` and `x-ratelimit-remaining` on every
+        // admitted response, as tollgate's layer puts `RateLimit-Policy` on each.
+        "governor-headers" => {
+            let config = GovernorConfigBuilder::default()
+                .per_nanosecond(1)
+                .burst_size(u32::MAX)
+                .use_headers()
                 .finish()
                 .unwrap();
             app().layer(GovernorLayer::new(config))
