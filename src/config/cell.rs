@@ -150,7 +150,6 @@ impl ConfigCell {
     }
 
     /// A snapshot to keep, across an `await` for instance.
-    #[cfg(feature = "redis")]
     pub(crate) fn load_full(&self) -> Arc<Config> {
         self.current.load_full()
     }

@@ -4,7 +4,10 @@
 //! nothing, and goes to its slot directly; the slot is checked to still be that identity's
 //! (its word, then its digest, as a scan checks a slot), and when it is not (the identity was
 //! full, its slot reclaimed, and it came back elsewhere) the decision takes the full way and
-//! the pin learns the new slot.
+//! the pin learns the new slot. It also keeps the config in force when it was made: until a
+//! reload, a decision reads it from the pin instead of the thread's cache.
+
+use std::sync::Arc;
 
 use crate::config::Config;
 use crate::decision::Decision;
@@ -18,7 +21,11 @@ use super::Limiter;
 /// [`Limiter::admit_pinned`]. Holds digests, never the key's strings. Valid across reloads
 /// (route class handles and digests survive them); a pin of another limiter is refused with a
 /// panic, as another limiter's route class is.
-#[derive(Debug)]
+///
+/// A pin also holds the profile in force when it was made, which makes its decisions a little
+/// cheaper until the next reload; after one, they cost what [`Limiter::admit`]'s do without
+/// the hashing, and the pin keeps the old profile's memory (a few KiB, shared by every pin
+/// made under it) until it is dropped. Pin again after a reload to have both back.
 pub struct Pinned {
     limiter: u64,
     /// The route class, the identity's digest, and its tenant (its digest known) or the
@@ -26,6 +33,22 @@ pub struct Pinned {
     id: Resolved<'static>,
     /// The slot the identity was last found in (`usize::MAX`: none yet).
     hint: AtomicUsize,
+    /// The config cell's generation when the pin was made, and its config then (read after
+    /// the generation: a reload in between leaves the pin a generation older than its
+    /// config, never newer, so the pin's config is never taken once it is out of date).
+    generation: u64,
+    config: Arc<Config>,
+}
+
+impl core::fmt::Debug for Pinned {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Pinned")
+            .field("limiter", &self.limiter)
+            .field("id", &self.id)
+            .field("hint", &self.hint)
+            .field("generation", &self.generation)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Pinned {
@@ -45,6 +68,7 @@ impl Limiter {
     /// up (if it has one yet). The pin holds no string of the key.
     pub fn pin(&self, key: &Key<'_>) -> Pinned {
         let (digest, tenant) = self.engine.hasher.digests(key);
+        let generation = self.engine.config.generation();
         Pinned {
             limiter: self.engine.config.id(),
             id: Resolved {
@@ -56,6 +80,8 @@ impl Limiter {
                 },
             },
             hint: AtomicUsize::new(self.table.slot_of(digest).unwrap_or(usize::MAX)),
+            generation,
+            config: self.engine.config.load_full(),
         }
     }
 
@@ -72,10 +98,21 @@ impl Limiter {
             "a Pinned of another limiter"
         );
         let now = self.now();
-        self.admit_pinned_on(&self.engine.config.get(), pinned, now)
+        // No reload since the pin was made: its config is the one in force (the generation is
+        // what the thread's cache checks too, and read the same way, with Acquire).
+        // One call of `admit_pinned_on` either way, so that it is inlined.
+        let cached;
+        let cfg: &Config = if self.engine.config.generation() == pinned.generation {
+            &pinned.config
+        } else {
+            cached = self.engine.config.get();
+            &cached
+        };
+        self.admit_pinned_on(cfg, pinned, now)
     }
 
-    #[inline]
+    /// Always inlined: the decision's hot path (out of line, its arguments go through memory).
+    #[inline(always)]
     fn admit_pinned_on(&self, cfg: &Config, pinned: &Pinned, now: u64) -> Decision {
         let id = &pinned.id;
         let unit = cfg.class(id.class).limits.unit();

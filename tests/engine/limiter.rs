@@ -9,9 +9,10 @@ use common::{mock_limiter, profile};
 use tollgate::{BucketKind, BuildError, Cause, Decision, Key, Limiter, Profile};
 
 #[test]
-fn limiter_is_send_and_sync() {
+fn limiter_and_pins_are_send_and_sync() {
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Limiter>();
+    assert_send_sync::<tollgate::Pinned>();
 }
 
 #[test]

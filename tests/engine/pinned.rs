@@ -23,11 +23,12 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
 
     /// Random admits of a few callers (some anonymous) with random steps of time, on a table
-    /// small enough that slots are reclaimed and pins go stale: every pinned decision equals
-    /// the keyed one.
+    /// small enough that slots are reclaimed and pins go stale, and random reloads between two
+    /// profiles (after which half the pins are made again and half are older than the profile
+    /// in force): every pinned decision equals the keyed one.
     #[test]
     fn a_pinned_decision_is_the_keyed_one(
-        steps in proptest::collection::vec((0usize..6, 0u64..400), 1..300),
+        steps in proptest::collection::vec((0usize..7, 0u64..400), 1..300),
         capacity in prop_oneof![Just(0u64), Just(4), Just(1000)],
     ) {
         let classes = [(3, 100, 20, 2_000)];
@@ -36,7 +37,7 @@ proptest! {
         } else {
             profile_with_capacity(4, &classes, 100, capacity)
         };
-        let ((keyed, kmock), (pinned, pmock)) = twins(p);
+        let ((keyed, kmock), (pinned, pmock)) = twins(p.clone());
         let c = keyed.route_class("c0").unwrap();
         let names = ["alice", "bob", "carol", "dave"];
         let key = |i: usize| match i {
@@ -44,10 +45,26 @@ proptest! {
             4 => Key::anonymous("192.0.2.1".parse().unwrap(), c),
             _ => Key::anonymous("198.51.100.9".parse().unwrap(), c),
         };
-        let pins: Vec<_> = (0..6).map(|i| pinned.pin(&key(i))).collect();
+        let mut pins: Vec<_> = (0..6).map(|i| pinned.pin(&key(i))).collect();
+        let other = if capacity == 0 {
+            profile(4, &[(1, 300, 20, 2_000)])
+        } else {
+            profile_with_capacity(4, &[(1, 300, 20, 2_000)], 100, capacity)
+        };
+        let profiles = [p.clone(), other];
+        let mut reloads = 0;
         for (who, ms) in steps {
             kmock.increment(Duration::from_millis(ms));
             pmock.increment(Duration::from_millis(ms));
+            if who == 6 {
+                reloads += 1;
+                keyed.reload(profiles[reloads % 2].clone()).unwrap();
+                pinned.reload(profiles[reloads % 2].clone()).unwrap();
+                for i in (0..6).step_by(2) {
+                    pins[i] = pinned.pin(&key(i));
+                }
+                continue;
+            }
             prop_assert_eq!(keyed.admit(&key(who)), pinned.admit_pinned(&pins[who]), "caller {}", who);
         }
     }
