@@ -147,6 +147,29 @@ pub(crate) unsafe fn ip_arg(ptr: *const u8, len: usize) -> Result<IpAddr, tg_res
     })
 }
 
+/// An output argument from C, checked not NULL, for the one write of an answer: made by
+/// [`Out::new`], whose contract is what makes [`Out::put`] safe.
+pub(crate) struct Out<'a, T>(*mut T, core::marker::PhantomData<&'a mut T>);
+
+impl<'a, T> Out<'a, T> {
+    /// `ptr` as an output, or `TG_RESULT_NULL_ARGUMENT`.
+    ///
+    /// # Safety
+    /// A non-NULL `ptr` is valid for a write of one `T` during `'a`.
+    #[inline]
+    pub(crate) unsafe fn new(ptr: *mut T) -> Result<Out<'a, T>, tg_result> {
+        out_arg(ptr).map(|p| Out(p, core::marker::PhantomData))
+    }
+
+    /// Writes the answer (without dropping what was there: C's memory holds no Rust value).
+    #[inline(always)]
+    pub(crate) fn put(self, value: T) {
+        // SAFETY: not NULL (checked by `new`) and valid for a write during `'a` (the contract
+        // of `new`).
+        unsafe { self.0.write(value) }
+    }
+}
+
 /// An output pointer that is not NULL.
 #[inline]
 pub(crate) fn out_arg<T>(ptr: *mut T) -> Result<*mut T, tg_result> {

@@ -7,6 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use tollgate::{CatalogEntry, Decision, Limiter, RouteClass};
 
+use crate::args::Out;
 use crate::cast::{Castable, OwnershipBox};
 use crate::sync::{AtomicPtr, AtomicU32, Ordering};
 use crate::{tg_decision, tg_result};
@@ -118,14 +119,17 @@ impl Handle {
         }
     }
 
-    /// The C form of `d`, with the catalog code of the profile in force. An admit, the common
-    /// answer, is a constant made in the caller; a refusal is converted out of line.
+    /// The C form of `d`, with the catalog code of the profile in force, written to `out`. An
+    /// admit, the common answer, is a constant stored in the caller; a refusal is converted out
+    /// of line. Each is stored in its own branch: a value chosen by a branch and stored after
+    /// it is copied through the stack first.
     #[inline(always)]
-    pub(crate) fn decision(&self, d: Decision) -> tg_decision {
+    pub(crate) fn put_decision(&self, d: Decision, out: Out<'_, tg_decision>) {
         if d.is_admit() {
-            return tg_decision::ADMITTED;
+            out.put(tg_decision::ADMITTED);
+        } else {
+            out.put(self.refusal(d));
         }
-        self.refusal(d)
     }
 
     #[inline(never)]

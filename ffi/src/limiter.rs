@@ -4,7 +4,7 @@ use core::ffi::c_char;
 
 use tollgate::{BuildError, Key, Limiter, Profile};
 
-use crate::args::{ip_arg, out_arg, str_arg, usual_ids};
+use crate::args::{ip_arg, out_arg, str_arg, usual_ids, Out};
 use crate::cast::{borrow, free_boxed, into_boxed_ptr};
 use crate::handle::Handle;
 use crate::panic::panic_boundary;
@@ -138,7 +138,7 @@ pub unsafe extern "C" fn tg_admit(
             (principal, principal_len),
             route_class,
             out,
-            |h, k| h.decision(h.limiter.admit(k)),
+            |h, k, out| h.put_decision(h.limiter.admit(k), out),
         )
     }
 }
@@ -170,7 +170,7 @@ pub unsafe extern "C" fn tg_admit_n(
             (principal, principal_len),
             route_class,
             out,
-            |h, k| h.decision(h.limiter.admit_n(k, n)),
+            |h, k, out| h.put_decision(h.limiter.admit_n(k, n), out),
         )
     }
 }
@@ -190,8 +190,8 @@ pub unsafe extern "C" fn tg_admit_anonymous_n(
 ) -> tg_result {
     // SAFETY: 1. The caller's guarantees are those of `on_anonymous_key`.
     unsafe {
-        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k| {
-            h.decision(h.limiter.admit_n(k, n))
+        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k, out| {
+            h.put_decision(h.limiter.admit_n(k, n), out);
         })
     }
 }
@@ -213,14 +213,14 @@ pub unsafe extern "C" fn tg_admit_anonymous(
 ) -> tg_result {
     // SAFETY: 1. The caller's guarantees are those of `on_anonymous_key`.
     unsafe {
-        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k| {
-            h.decision(h.limiter.admit(k))
+        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k, out| {
+            h.put_decision(h.limiter.admit(k), out);
         })
     }
 }
 
 /// The body of `tg_admit`, `tg_admit_n` and `tg_pin`: every argument checked, then `f` on the
-/// handle and the key, and what it makes written to `*out`.
+/// handle, the key and `out`, which it writes.
 ///
 /// The usual call (pointers set, ids ASCII and of valid length, a known class) is checked at
 /// once, in a few instructions; anything else goes to `on_checked_key`, which checks each
@@ -236,7 +236,7 @@ pub(crate) unsafe fn on_authenticated_key<T>(
     principal: (*const c_char, usize),
     route_class: u32,
     out: *mut T,
-    f: impl FnOnce(&Handle, &Key<'_>) -> T,
+    f: impl FnOnce(&Handle, &Key<'_>, Out<'_, T>),
 ) -> tg_result {
     // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
     let Ok(handle) = (unsafe { borrow(limiter) }) else {
@@ -251,9 +251,8 @@ pub(crate) unsafe fn on_authenticated_key<T>(
             // SAFETY: `usual_ids` checked that both ids are 1 to `MAX_ID_LEN` bytes, the one
             // case in which `authenticated` returns a key (its documented contract).
             let key = unsafe { key.unwrap_unchecked() };
-            let made = f(handle, &key);
-            // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-            unsafe { out.write(made) };
+            // SAFETY: 1. `out` is valid for a write during this call (caller's contract).
+            f(handle, &key, unsafe { Out::new(out) }?);
             Ok(())
         }),
         // SAFETY: 1. The caller's guarantees are those `on_checked_key` needs.
@@ -273,7 +272,7 @@ unsafe fn on_checked_key<T>(
     (principal, principal_len): (*const c_char, usize),
     route_class: u32,
     out: *mut T,
-    f: impl FnOnce(&Handle, &Key<'_>) -> T,
+    f: impl FnOnce(&Handle, &Key<'_>, Out<'_, T>),
 ) -> tg_result {
     panic_boundary(|| {
         // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
@@ -286,11 +285,10 @@ unsafe fn on_checked_key<T>(
                 str_arg(principal, principal_len)?,
             )
         };
-        let out = out_arg(out)?;
+        // SAFETY: 1. `out` is NULL or valid for a write during this call (caller's contract).
+        let out = unsafe { Out::new(out) }?;
         let key = Key::authenticated(tenant, principal, handle.class(route_class)?)?;
-        let made = f(handle, &key);
-        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(made) };
+        f(handle, &key, out);
         Ok(())
     })
 }
@@ -306,18 +304,17 @@ pub(crate) unsafe fn on_anonymous_key<T>(
     ip_len: usize,
     route_class: u32,
     out: *mut T,
-    f: impl FnOnce(&Handle, &Key<'_>) -> T,
+    f: impl FnOnce(&Handle, &Key<'_>, Out<'_, T>),
 ) -> tg_result {
     panic_boundary(|| {
         // SAFETY: 1. `limiter` is NULL or live during this call (caller's contract).
         let handle = unsafe { borrow(limiter) }?;
         // SAFETY: 1. `ip` is valid for `ip_len` bytes during this call (caller's contract).
         let peer = unsafe { ip_arg(ip, ip_len) }?;
-        let out = out_arg(out)?;
+        // SAFETY: 1. `out` is NULL or valid for a write during this call (caller's contract).
+        let out = unsafe { Out::new(out) }?;
         let key = Key::anonymous(peer, handle.class(route_class)?);
-        let made = f(handle, &key);
-        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(made) };
+        f(handle, &key, out);
         Ok(())
     })
 }

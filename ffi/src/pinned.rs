@@ -6,7 +6,7 @@ use core::ffi::c_char;
 
 use tollgate::Pinned;
 
-use crate::args::out_arg;
+use crate::args::Out;
 use crate::cast::{borrow, free_boxed, into_boxed_ptr, Castable, OwnershipBox};
 use crate::limiter::{on_anonymous_key, on_authenticated_key};
 use crate::panic::panic_boundary;
@@ -49,7 +49,7 @@ pub unsafe extern "C" fn tg_pin(
             (principal, principal_len),
             route_class,
             out,
-            |h, k| into_boxed_ptr::<tg_pinned>(h.limiter.pin(k)),
+            |h, k, out| out.put(into_boxed_ptr::<tg_pinned>(h.limiter.pin(k))),
         )
     }
 }
@@ -70,8 +70,8 @@ pub unsafe extern "C" fn tg_pin_anonymous(
 ) -> tg_result {
     // SAFETY: 1. The caller's guarantees are those of `on_anonymous_key`.
     unsafe {
-        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k| {
-            into_boxed_ptr::<tg_pinned>(h.limiter.pin(k))
+        on_anonymous_key(limiter, ip, ip_len, route_class, out, |h, k, out| {
+            out.put(into_boxed_ptr::<tg_pinned>(h.limiter.pin(k)));
         })
     }
 }
@@ -93,13 +93,12 @@ pub unsafe extern "C" fn tg_admit_pinned(
         // SAFETY: 1. `limiter` and `pinned` are NULL or live during this call (caller's
         // contract).
         let (handle, pin) = unsafe { (borrow(limiter)?, borrow(pinned)?) };
-        let out = out_arg(out)?;
+        // SAFETY: 1. `out` is NULL or valid for a write during this call (caller's contract).
+        let out = unsafe { Out::new(out) }?;
         if !pin.belongs_to(&handle.limiter) {
             return Err(tg_result::ForeignPin);
         }
-        let decision = handle.decision(handle.limiter.admit_pinned(pin));
-        // SAFETY: 1. `out` is not NULL (checked) and valid for a write (caller's contract).
-        unsafe { out.write(decision) };
+        handle.put_decision(handle.limiter.admit_pinned(pin), out);
         Ok(())
     })
 }
