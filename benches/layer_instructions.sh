@@ -3,7 +3,8 @@
 # a shared, noisy machine, where criterion's nanoseconds move by 20% or more). For each tollgate
 # source tree given (default: this one), builds benches/instructions/layer_loop.rs against it in
 # a scratch crate and counts N and 3N requests through `oneshot` under callgrind, for axum
-# bare, behind tollgate's RateLimitLayer (counted, and after `RateLimitLayer::leak`) and behind
+# bare, behind a layer that does nothing (what axum's `Router::layer` costs whatever the layer),
+# behind tollgate's RateLimitLayer (counted, and after `RateLimitLayer::leak`) and behind
 # tower_governor's GovernorLayer (as configured by default, and with `use_headers`, which puts
 # two headers on each admitted response where tollgate puts one), counting only
 # inside the request loop (`--toggle-collect`: start-up, such as the clock's calibration, whose
@@ -55,10 +56,12 @@ TOML
     }
     per() { local a b; a=$(count "$1" "$N"); b=$(count "$1" $((3 * N))); echo $(( (b - a) / (2 * N) )); }
     bare=$(per bare)
+    noop=$(per noop)
     tollgate=$(per tollgate)
     leaked=$(per tollgate-leaked)
     governor=$(per governor)
     headers=$(per governor-headers)
     ratio() { awk -v a=$((tollgate - bare)) -v b=$(($1 - bare)) 'BEGIN { printf "%.2f", a / b }'; }
-    echo "$tree: bare $bare instructions per request; tollgate +$((tollgate - bare)) (leaked +$((leaked - bare))); tower_governor +$((governor - bare)), with headers +$((headers - bare)); tollgate/tower_governor $(ratio "$governor"), with headers $(ratio "$headers")"
+    own() { awk -v a=$((tollgate - noop)) -v b=$(($1 - noop)) 'BEGIN { printf "%.2f", a / b }'; }
+    echo "$tree: bare $bare instructions per request; any layer (one that does nothing) +$((noop - bare)); tollgate +$((tollgate - bare)) (leaked +$((leaked - bare))); tower_governor +$((governor - bare)), with headers +$((headers - bare)); tollgate/tower_governor $(ratio "$governor"), with headers $(ratio "$headers"); over the layer that does nothing, tollgate +$((tollgate - noop)), tower_governor +$((governor - noop)) ($(own "$governor")), with headers +$((headers - noop)) ($(own "$headers"))"
 done

@@ -1,6 +1,9 @@
 //! One variant of `benches/http_layer.rs` in a loop, for callgrind (`benches/layer_instructions.sh`):
-//! `layer_loop bare|tollgate|tollgate-leaked|governor|governor-headers N` sends N requests through `oneshot` on a current-thread
-//! runtime, with the same router, request and quotas as the criterion bench.
+//! `layer_loop bare|noop|tollgate|tollgate-leaked|governor|governor-headers N` sends N requests
+//! through `oneshot` on a current-thread runtime, with the same router, request and quotas as the
+//! criterion bench. `noop` is a layer that does nothing (a `MapRequestLayer` of the identity):
+//! what axum's `Router::layer` costs whatever the layer, so that each layer's own work can be
+//! told from it.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,10 +35,13 @@ fn app() -> Router {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    let variant = args.next().expect("bare|tollgate|tollgate-leaked|governor|governor-headers");
+    let variant = args
+        .next()
+        .expect("bare|noop|tollgate|tollgate-leaked|governor|governor-headers");
     let n: u64 = args.next().expect("N").parse().expect("N");
     let app = match variant.as_str() {
         "bare" => app(),
+        "noop" => app().layer(tower::util::MapRequestLayer::new(|r: Request<Body>| r)),
         "tollgate" | "tollgate-leaked" => {
             let profile = Profile::from_yaml(
                 "name: bench\nidentities: { capacity: 65536 }\nroute_classes:\n  read:\n    \
