@@ -432,4 +432,24 @@ mod tests {
         l.reload(profile("10s")).unwrap();
         assert!(matches!(l.admit(&k), Decision::Throttle { .. }));
     }
+
+    /// A decision that still holds the config a reload replaced learns it from the published
+    /// generation (and decides again under the new one): it never takes a word as counted in
+    /// its old profile, whatever the word's tag.
+    #[test]
+    fn a_config_older_than_the_published_one_is_stale() {
+        let (clock, _mock) = Clock::mock();
+        let l = Limiter::builder(profile("10s"))
+            .clock(clock)
+            .build()
+            .unwrap();
+        let old = l.engine.config.load();
+        l.reload(profile("1s")).unwrap();
+        let new = l.engine.config.load();
+        let tats = crate::bucket::Tats::full(0);
+        for tag in [old.tag(), new.tag()] {
+            assert!(l.in_epoch(&old, 0, tats, tag).is_err(), "stale");
+            assert!(l.in_epoch(&new, 0, tats, tag).is_ok(), "current");
+        }
+    }
 }

@@ -140,3 +140,29 @@ impl Limiter {
         self.admit_pinned_on(&self.engine.config.load(), pinned, self.now())
     }
 }
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use quanta::Clock;
+
+    use crate::sync::unmodelled::Ordering;
+    use crate::{Decision, Key, Limiter, Profile};
+
+    /// A pin made before its identity had a slot learns the slot its first decision claims,
+    /// so that the next decisions go to it directly.
+    #[test]
+    fn a_pin_learns_the_slot_its_identity_claims() {
+        let profile = Profile::from_yaml(
+            "name: p\nidentities: { capacity: 64 }\nroute_classes:\n  c:\n    \
+             burst: { tokens: 10, per: 1s }\n    sustained: { tokens: 1000, per: 1h }\n",
+        )
+        .unwrap();
+        let (clock, _mock) = Clock::mock();
+        let l = Limiter::builder(profile).clock(clock).build().unwrap();
+        let pin = l.pin(&Key::authenticated("acme", "alice", l.route_class("c").unwrap()).unwrap());
+        assert_eq!(pin.hint.load(Ordering::Relaxed), usize::MAX, "no slot yet");
+        assert_eq!(l.admit_pinned(&pin), Decision::Admit);
+        let slot = l.table.slot_of(pin.id.digest).expect("claimed");
+        assert_eq!(pin.hint.load(Ordering::Relaxed), slot);
+    }
+}

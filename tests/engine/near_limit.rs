@@ -26,13 +26,16 @@ fn profile(observability: &str) -> Profile {
 fn counts_after_each(observability: &str, class: &str, n: usize) -> Vec<f64> {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
-    let (clock, _mock) = Clock::mock();
+    let (clock, mock) = Clock::mock();
     let limiter = metrics::with_local_recorder(&recorder, || {
         Limiter::builder(profile(observability))
             .clock(clock)
             .build()
             .unwrap()
     });
+    // Well past the limiter's time zero: what is left is the TAT minus now, which at zero
+    // would be the TAT alone.
+    mock.increment(Duration::from_secs(3600));
     let c = limiter.route_class(class).unwrap();
     let key = Key::authenticated("acme", "alice", c).unwrap();
     let label = format!("route_class={class}");
@@ -75,6 +78,10 @@ fn the_threshold_is_the_profiles_share_of_the_burst() {
     // 0.25 of 10 is 2.5: fewer than 2.5 tokens left is 2, 1 or 0: the 8th on.
     let counts = counts_after_each("observability: { near_limit: 0.25 }", "read", 10);
     assert_eq!(counts, [0., 0., 0., 0., 0., 0., 0., 1., 2., 3.]);
+    // 0.9 of 10: the first admission, which claims the caller's slot (the decision's slow
+    // path), leaves exactly 9, which is not less; the second leaves 8.
+    let counts = counts_after_each("observability: { near_limit: 0.9 }", "read", 3);
+    assert_eq!(counts, [0., 1., 2.]);
     // 0 counts nothing; 1 counts every admission that leaves less than the full burst.
     let counts = counts_after_each("observability: { near_limit: 0 }", "read", 12);
     assert!(counts.iter().all(|&c| c == 0.0), "{counts:?}");

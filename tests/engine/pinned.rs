@@ -127,3 +127,36 @@ fn a_pin_of_another_limiter_is_refused() {
     let pin = a.pin(&Key::authenticated("acme", "alice", a.route_class("c0").unwrap()).unwrap());
     b.admit_pinned(&pin);
 }
+
+/// A pin holds digests, never the key's strings, and its debug form shows none of them (it may
+/// end up in a log line of any tenant's request).
+#[test]
+fn a_pins_debug_form_names_no_tenant_or_principal() {
+    let (l, _mock) = mock_limiter(profile(64, &[(2, 1_000, 100, 60_000)]));
+    let pin = l.pin(
+        &Key::authenticated(
+            "acme-tenant",
+            "alice-principal",
+            l.route_class("c0").unwrap(),
+        )
+        .unwrap(),
+    );
+    let shown = format!("{pin:?}");
+    assert!(
+        shown.starts_with("Pinned {") && shown.contains("generation"),
+        "{shown}"
+    );
+    assert!(
+        !shown.contains("acme-tenant") && !shown.contains("alice-principal"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn a_pin_belongs_to_the_limiter_that_made_it_only() {
+    let (a, _) = mock_limiter(profile(64, &[(2, 1_000, 100, 60_000)]));
+    let (b, _) = mock_limiter(profile(64, &[(2, 1_000, 100, 60_000)]));
+    let pin = a.pin(&Key::authenticated("acme", "alice", a.route_class("c0").unwrap()).unwrap());
+    assert!(pin.belongs_to(&a));
+    assert!(!pin.belongs_to(&b));
+}
