@@ -310,3 +310,51 @@ impl ConfigCell {
         owned.0[0].replace(config)
     }
 }
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use super::*;
+    use crate::profile::Profile;
+
+    fn cell() -> ConfigCell {
+        let profile = Profile::from_yaml(
+            "name: c\nidentities: { capacity: 64 }\nroute_classes:\n  c:\n    \
+             burst: { tokens: 1, per: 1s }\n    sustained: { tokens: 10, per: 1h }\n",
+        )
+        .unwrap();
+        let hasher = crate::config::key_hasher(&profile, b"c");
+        ConfigCell::new(Config::new(profile, &hasher, false))
+    }
+
+    /// A read lent out of the thread's cache gives it back when dropped: the next read is
+    /// lent from the cache again, not from the swap.
+    #[test]
+    fn a_dropped_read_gives_the_cache_back() {
+        let cell = cell();
+        drop(cell.get());
+        for _ in 0..2 {
+            let read = cell.get();
+            assert!(read.swapped.is_none(), "lent from the cache");
+        }
+    }
+
+    /// A read inside a read (the outer one holds the cache) is served from the swap: were it
+    /// lent the cache, its drop would free the cache while the outer read still points into
+    /// it, and a refresh could then drop the outer read's config.
+    #[test]
+    fn a_read_inside_a_read_comes_from_the_swap() {
+        let cell = cell();
+        drop(cell.get());
+        let outer = cell.get();
+        assert!(outer.swapped.is_none(), "lent from the cache");
+        let inner = cell.get();
+        assert!(inner.swapped.is_some(), "the cache is busy");
+        drop(inner);
+        assert!(
+            cell.get().swapped.is_some(),
+            "still busy while the outer read lives"
+        );
+        drop(outer);
+        assert!(cell.get().swapped.is_none(), "given back");
+    }
+}
