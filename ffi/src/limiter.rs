@@ -245,14 +245,15 @@ pub(crate) unsafe fn on_authenticated_key<T>(
     // SAFETY: 1. `tenant` and `principal` are valid for their lengths during this call
     // (caller's contract); the key borrows them only until `f` returns.
     let usual = unsafe { usual_ids(tenant, principal) };
-    match (usual, out.is_null(), handle.class(route_class)) {
-        (Some((tenant, principal)), false, Ok(class)) => panic_boundary(|| {
+    // SAFETY: 1. `out` is NULL or valid for a write during this call (caller's contract).
+    let checked_out = unsafe { Out::new(out) };
+    match (usual, checked_out, handle.class(route_class)) {
+        (Some((tenant, principal)), Ok(out), Ok(class)) => panic_boundary(|| {
             let key = Key::authenticated(tenant, principal, class);
             // SAFETY: `usual_ids` checked that both ids are 1 to `MAX_ID_LEN` bytes, the one
             // case in which `authenticated` returns a key (its documented contract).
             let key = unsafe { key.unwrap_unchecked() };
-            // SAFETY: 1. `out` is valid for a write during this call (caller's contract).
-            f(handle, &key, unsafe { Out::new(out) }?);
+            f(handle, &key, out);
             Ok(())
         }),
         // SAFETY: 1. The caller's guarantees are those `on_checked_key` needs.
