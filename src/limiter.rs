@@ -322,3 +322,52 @@ impl fmt::Debug for Limiter {
 fn nanos_since(clock: &quanta::Clock, epoch: u64) -> u64 {
     clock.delta_as_nanos(epoch, clock.raw()).min(MAX_NOW)
 }
+
+#[cfg(all(test, not(tollgate_loom)))]
+mod tests {
+    use core::mem::{size_of, size_of_val};
+
+    use super::Limiter;
+    use crate::capacity::Tenants;
+    use crate::Profile;
+
+    fn limiter() -> Limiter {
+        let profile = Profile::from_yaml(
+            "name: mem\nidentities: { capacity: 4096 }\nroute_classes:\n  \
+             a: { burst: { tokens: 10, per: 1s }, sustained: { tokens: 100, per: 1h } }\n  \
+             b: { burst: { tokens: 10, per: 1s }, sustained: { tokens: 100, per: 1h } }\n\
+             shared_capacity: { shards: 8, window: 1s, slots_per_window: 100, tenant_share: 0.5 }\n",
+        )
+        .unwrap();
+        Limiter::builder(profile).build().unwrap()
+    }
+
+    /// Each part the limiter holds is counted once: its own struct (which holds the tables'
+    /// structs), 64 bytes an identity slot, the tenants' entries and slot counts, the route
+    /// classes' configs, and a cache line a shard.
+    #[test]
+    fn memory_counts_every_part_once() {
+        let l = limiter();
+        let slots = l.capacity();
+        let classes = size_of_val(&*l.engine.config.load().classes);
+        assert!(classes > 0);
+        let tenants = Tenants::bytes_for(slots, Tenants::entries_for(slots, 0));
+        assert_eq!(
+            l.memory_bytes(),
+            size_of::<Limiter>() + 64 * slots + tenants + classes + 8 * 64
+        );
+    }
+
+    /// The debug form names the profile and the table's size, and nothing of its callers.
+    #[test]
+    fn debug_names_the_profile_and_the_capacity() {
+        let l = limiter();
+        assert_eq!(
+            format!("{l:?}"),
+            format!(
+                "Limiter {{ profile: \"mem\", capacity: {}, .. }}",
+                l.capacity()
+            )
+        );
+    }
+}

@@ -128,8 +128,12 @@ impl Tenants {
         }
     }
 
+    /// Bytes held by the tenants, this struct included (as `Table::memory_bytes` counts its
+    /// own, which is part of this one).
     pub(crate) fn memory_bytes(&self) -> usize {
-        self.table.memory_bytes() + self.slots.memory_bytes()
+        core::mem::size_of::<Self>() - core::mem::size_of::<Table<TenantEntries>>()
+            + self.table.memory_bytes()
+            + self.slots.memory_bytes()
     }
 
     /// Admissions the tenant holds in the window ending at `window_end` (for `peek`).
@@ -326,7 +330,7 @@ mod tests {
         assert_eq!(Tenants::bytes_for(1000, 100), 100 * 64 + 1024 * 8);
         assert_eq!(
             t.memory_bytes(),
-            Tenants::bytes_for(1000, 100) + core::mem::size_of::<Table<TenantEntries>>()
+            Tenants::bytes_for(1000, 100) + core::mem::size_of::<Tenants>()
         );
     }
 }
