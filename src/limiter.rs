@@ -229,6 +229,11 @@ impl Limiter {
     /// reload whose number would reuse the tag of a word still in the table converts that word
     /// first, in one pass over the table while admits go on (`IMPLEMENTATION.md`).
     ///
+    /// Route class handles keep their numbers; a class the new profile adds is numbered after
+    /// the others. The profile in force ([`Limiter::profile`]) lists its classes in that order,
+    /// whatever order the new profile gives them, so that a class's position in it is its
+    /// handle's number.
+    ///
     /// Refused, with the old profile left in force: a profile that drops a route class (callers
     /// may hold its handle), changes `identities.capacity` (the table is allocated once: build a
     /// new limiter) or changes the anonymous prefixes (they are part of anonymous identities).

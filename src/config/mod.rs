@@ -205,6 +205,11 @@ impl Config {
                 order.push(name.to_owned());
             }
         }
+        // The profile in force lists its classes in handle order, so that a class's position
+        // in it is its handle wherever the profile is read (the RLS server's rules, the HTTP
+        // answers), whatever order the reloaded profile's author chose.
+        let mut profile = profile;
+        profile.route_classes.reorder(&order);
         let mut new = Config::with_order(profile, &order, hasher, per_tenant);
         new.epoch = self.epoch + 1;
         // Until the limiter sets it (`Config::take_effect`), as of the previous profile's.

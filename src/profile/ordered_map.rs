@@ -73,6 +73,11 @@ impl<V> OrderedMap<V> {
     pub fn iter_mut(&mut self) -> impl Iterator<Item = (&str, &mut V)> {
         self.0.iter_mut().map(|(k, v)| (k.as_str(), v))
     }
+    /// The entries in the order of `names`, which names each of them once.
+    pub(crate) fn reorder(&mut self, names: &[String]) {
+        self.0
+            .sort_by_key(|(k, _)| names.iter().position(|n| n == k));
+    }
     /// Number of entries.
     pub fn len(&self) -> usize {
         self.0.len()

@@ -179,6 +179,50 @@ fn many_reloads_at_one_instant_admit_at_most_the_largest_bucket() {
     assert_eq!(total, largest, "admitted per key");
 }
 
+/// A reload that lists the classes in another order, and adds one in front, keeps every
+/// handle, and the profile in force lists its classes in handle order: a class's position in
+/// it (what the RLS server's rules and the HTTP answers read) is its handle, and each handle
+/// keeps its own limits.
+#[test]
+fn a_reload_in_another_class_order_keeps_handles_and_positions_together() {
+    let yaml = |classes: &[(&str, u64)]| {
+        let mut y = "name: p\nidentities: { capacity: 64 }\nroute_classes:\n".to_owned();
+        for (name, tokens) in classes {
+            y += &format!(
+                "  {name}:\n    burst: {{ tokens: {tokens}, per: 1h }}\n    \
+                 sustained: {{ tokens: {tokens}, per: 1h }}\n"
+            );
+        }
+        Profile::from_yaml(&y).unwrap()
+    };
+    let (l, _mock) = mock_limiter(yaml(&[("read", 3), ("write", 1)]));
+    let (read, write) = (
+        l.route_class("read").unwrap(),
+        l.route_class("write").unwrap(),
+    );
+    l.reload(yaml(&[("added", 5), ("write", 1), ("read", 3)]))
+        .unwrap();
+    assert_eq!(l.route_class("read"), Some(read));
+    assert_eq!(l.route_class("write"), Some(write));
+    let profile = l.profile();
+    let names: Vec<&str> = profile.route_classes.iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["read", "write", "added"]);
+    for name in names {
+        let handle = l.route_class(name).unwrap();
+        assert_eq!(
+            profile.route_classes.position(name),
+            Some(handle.index() as usize)
+        );
+    }
+    let admitted = |class| {
+        let k = Key::authenticated("acme", "alice", class).unwrap();
+        drain(&l, &k).0
+    };
+    assert_eq!(admitted(read), 3);
+    assert_eq!(admitted(write), 1);
+    assert_eq!(admitted(l.route_class("added").unwrap()), 5);
+}
+
 #[derive(Clone, Debug)]
 enum Step {
     Advance(u64),

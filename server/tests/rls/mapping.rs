@@ -151,3 +151,21 @@ async fn a_reload_swaps_rules_and_keeps_buckets() {
     assert_eq!(admitted(&mut s, team).await, 2, "still the new rules");
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_reload_that_reorders_the_classes_charges_each_descriptor_its_own_class() {
+    let mut s = start(PROFILE).await;
+    // `write` listed first and `read` after it: a rule's class is found by name, and charges
+    // that class's buckets (burst 2 for write, 3 for read), as before the reload.
+    let write =
+        "  write:\n    burst:     { tokens: 2, per: 1s }\n    sustained: { tokens: 50, per: 1h }\n";
+    let yaml = PROFILE
+        .replace(write, "")
+        .replace("route_classes:\n", &format!("route_classes:\n{write}"));
+    assert_ne!(yaml, PROFILE);
+    std::fs::write(&s.profile_path, &yaml).unwrap();
+    s.limiter.reload_from(&s.profile_path).unwrap();
+    assert_eq!(admitted(&mut s, alice("write")).await, 2, "write: burst 2");
+    assert_eq!(admitted(&mut s, alice("read")).await, 3, "read: burst 3");
+    s.stop().await;
+}
