@@ -1,7 +1,8 @@
-"""Decisions per second from Python: tollgate's ``Limiter.admit`` against ``limits`` (in-memory
-moving window and fixed window) and ``pyrate-limiter`` (in-memory buckets), on one hot key and
-on 1M distinct keys. Every limiter is given a limit no caller reaches, so each call is an
-admission that is counted; each runs for ``--seconds`` or ``--calls``, whichever ends first.
+"""Decisions per second from Python: tollgate's ``Limiter.admit`` (and ``admit_pinned``, each
+caller pinned once) against ``limits`` (in-memory moving window and fixed window) and
+``pyrate-limiter`` (in-memory buckets), on one hot key and on 1M distinct keys. Every limiter
+is given a limit no caller reaches, so each call is an admission that is counted; each runs for
+``--seconds`` or ``--calls``, whichever ends first.
 
     python benches/decisions.py [--seconds 20] [--calls 1000000] [--keys 1000000]
 
@@ -36,6 +37,19 @@ def tollgate_admit():
 
     def call(key: str) -> bool:
         return admit("tenant", key, api).admitted
+
+    return call
+
+
+def tollgate_admit_pinned(keys):
+    """Callers pinned once each (a session's or a connection's pin), looked up by key."""
+    limiter = tollgate.Limiter.from_yaml(PROFILE)
+    api = limiter.route_class("api")
+    pins = {key: limiter.pin("tenant", key, api) for key in dict.fromkeys(keys)}
+    admit_pinned = limiter.admit_pinned
+
+    def call(key: str) -> bool:
+        return admit_pinned(pins[key]).admitted
 
     return call
 
@@ -83,16 +97,18 @@ def pyrate():
     return call
 
 
+# Each maker is given the keys of the run (only the pinned one uses them, to pin each once).
 PEERS = {
-    "tollgate Limiter.admit": tollgate_admit,
-    "limits moving window (memory)": lambda: limits_strategy("MovingWindowRateLimiter"),
-    "limits fixed window (memory)": lambda: limits_strategy("FixedWindowRateLimiter"),
-    "pyrate-limiter (in-memory buckets)": pyrate,
+    "tollgate Limiter.admit": lambda keys: tollgate_admit(),
+    "tollgate Limiter.admit_pinned": tollgate_admit_pinned,
+    "limits moving window (memory)": lambda keys: limits_strategy("MovingWindowRateLimiter"),
+    "limits fixed window (memory)": lambda keys: limits_strategy("FixedWindowRateLimiter"),
+    "pyrate-limiter (in-memory buckets)": lambda keys: pyrate(),
 }
 
 
 def measure(make, keys, seconds: float, calls: int) -> float:
-    call = make()
+    call = make(keys)
     gc.collect()
     n = 0
     start = time.perf_counter()
@@ -127,8 +143,8 @@ def main() -> None:
         rows.append((name, hot_rate, many_rate))
         print(f"| {name} | {hot_rate:,.0f} | {many_rate:,.0f} |", flush=True)
     ours = rows[0]
-    best_hot = max(r[1] for r in rows[1:])
-    best_many = max(r[2] for r in rows[1:])
+    best_hot = max(r[1] for r in rows[2:])
+    best_many = max(r[2] for r in rows[2:])
     print()
     print(f"tollgate / fastest peer: {ours[1] / best_hot:.1f}x on one hot key, {ours[2] / best_many:.1f}x on {args.keys:,} keys")
 

@@ -10,6 +10,7 @@
 //! | `profile` | [`profile::PyProfile`]: a parsed, checked profile |
 //! | `limiter` | [`limiter::PyLimiter`]: `admit`, `reload`, the discovery document, snapshots |
 //! | `decision` | [`decision::PyDecision`] and [`decision::PyRouteClass`] |
+//! | `pinned` | [`pinned::PyPinned`]: a caller resolved once for `admit_pinned` |
 //! | `answer` | [`answer::PyHttpAnswer`]: one request's status, headers and problem body |
 //! | `redis` | [`redis::PyRedisLimiter`]: the same decisions with the buckets in Redis |
 //! | `client` | `parse_retry_after`, the retry budget, backoff and the retry loop |
@@ -23,6 +24,7 @@ mod client;
 mod decision;
 mod errors;
 mod limiter;
+mod pinned;
 mod profile;
 mod proxies;
 mod redis;
@@ -34,6 +36,7 @@ fn _tollgate(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<limiter::PyLimiter>()?;
     m.add_class::<decision::PyDecision>()?;
     m.add_class::<decision::PyRouteClass>()?;
+    m.add_class::<pinned::PyPinned>()?;
     m.add_class::<answer::PyHttpAnswer>()?;
     m.add_class::<redis::PyRedisLimiter>()?;
     m.add_class::<proxies::PyTrustedProxies>()?;

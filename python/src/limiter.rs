@@ -22,6 +22,7 @@ use crate::decision::{PyDecision, PyRouteClass};
 use crate::errors::{
     build_error, profile_error, InvalidCost, InvalidKey, SnapshotError, UnknownRouteClass,
 };
+use crate::pinned::PyPinned;
 use crate::profile::PyProfile;
 
 /// Numbers limiters, so that a route class handle of one is refused by another.
@@ -100,6 +101,19 @@ impl PyLimiter {
             Some(n) => self.limiter.admit_n(key, n),
         };
         self.wrap_decision(py, decision, key.class())
+    }
+
+    /// `key` pinned, with its class's name (the profile in force lists its classes in handle
+    /// order).
+    fn pinned(&self, key: &Key<'_>) -> PyPinned {
+        let profile = self.limiter.profile();
+        let (name, _) = (profile.route_classes.iter())
+            .nth(key.class().index() as usize)
+            .expect("a class this limiter resolved is in its profile");
+        PyPinned {
+            pinned: self.limiter.pin(key),
+            class_name: name.to_owned(),
+        }
     }
 
     pub(crate) fn wrap_decision(
@@ -328,6 +342,37 @@ impl PyLimiter {
         let cost = cost_of(cost)?;
         let key = Key::anonymous(ip_of(ip)?, class);
         self.decide(py, &key, cost)
+    }
+
+    /// An authenticated caller resolved for repeated decisions (`admit_pinned`): the key
+    /// checked and hashed once. Raises as `admit` does for a bad key or class.
+    fn pin(
+        &self,
+        tenant: PyBackedStr,
+        principal: PyBackedStr,
+        cls: &Bound<'_, PyAny>,
+    ) -> PyResult<PyPinned> {
+        let class = self.class_of(cls)?;
+        Ok(self.pinned(&key_of(&tenant, &principal, class)?))
+    }
+
+    /// `pin` for an unauthenticated caller, keyed by its network prefix as
+    /// `admit_anonymous` keys it.
+    fn pin_anonymous(&self, ip: &str, cls: &Bound<'_, PyAny>) -> PyResult<PyPinned> {
+        let class = self.class_of(cls)?;
+        Ok(self.pinned(&Key::anonymous(ip_of(ip)?, class)))
+    }
+
+    /// Decides one request of a pinned caller and charges it if admitted: the decision
+    /// `admit` would give for the key it was pinned with, at cost 1. A pin of another limiter
+    /// raises `InvalidKey`, and nothing is charged.
+    fn admit_pinned(&self, py: Python<'_>, pinned: &PyPinned) -> PyResult<Py<PyDecision>> {
+        let pinned = &pinned.pinned;
+        if !pinned.belongs_to(&self.limiter) {
+            return Err(InvalidKey::new_err("the pin is another limiter's"));
+        }
+        let decision = self.limiter.admit_pinned(pinned);
+        self.wrap_decision(py, decision, pinned.route_class())
     }
 
     /// One HTTP request, as the tower layer and the demo gateway decide it: the route class

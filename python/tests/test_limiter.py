@@ -188,3 +188,85 @@ def test_admit_request_follows_the_profile_routes(tmp_path):
         limiter.admit_request("GET", "/v1/items", tenant="t")
     with pytest.raises(ValueError, match="not an HTTP method"):
         limiter.admit_request("BAD METHOD", "/v1/items")
+
+
+def test_a_pin_decides_as_its_key_does(limiter):
+    pin = limiter.pin("acme", "alice", "write")
+    assert isinstance(pin, tollgate.Pinned)
+    assert pin.route_class == "write"
+    # The pin and the key it was made from share their buckets: two tokens in all.
+    assert limiter.admit_pinned(pin).admitted
+    assert limiter.admit("acme", "alice", "write").admitted
+    refused = limiter.admit_pinned(pin)
+    assert (refused.status, refused.bucket) == (429, "burst")
+    assert 29.0 < refused.retry_after <= 30.0
+    assert dict(refused.refusal()[1])["ratelimit-policy"] == '"burst";q=2;w=60, "sustained";q=1200;w=3600'
+    # Another principal's pin has buckets of its own.
+    assert limiter.admit_pinned(limiter.pin("acme", "bob", limiter.route_class("write"))).admitted
+
+
+def test_an_anonymous_pin_is_its_network_prefix(limiter):
+    pin = limiter.pin_anonymous("192.0.2.7", "write")
+    assert limiter.admit_pinned(pin).admitted
+    # The same /24 (the default IPv4 prefix) is the same caller.
+    assert limiter.admit_anonymous("192.0.2.200", "write").admitted
+    assert not limiter.admit_pinned(pin).admitted
+
+
+def test_a_pin_shows_nothing_of_its_caller(limiter):
+    pin = limiter.pin("acme-secret-tenant", "alice-secret", "write")
+    assert repr(pin) == 'Pinned(route_class="write")'
+    assert "secret" not in repr(pin) and "secret" not in str(pin)
+
+
+def test_bad_pins_are_refused_and_charge_nothing(limiter):
+    with pytest.raises(InvalidKey):
+        limiter.pin("", "alice", "write")
+    with pytest.raises(InvalidKey):
+        limiter.pin_anonymous("not an address", "write")
+    with pytest.raises(UnknownRouteClass):
+        limiter.pin("acme", "alice", "nope")
+    other = Limiter.from_yaml(ONE_CLASS)
+    foreign = other.pin("acme", "alice", "write")
+    with pytest.raises(InvalidKey, match="another limiter"):
+        limiter.admit_pinned(foreign)
+    with pytest.raises(TypeError):
+        limiter.admit_pinned("acme")
+    # Nothing was charged to the key of the foreign pin, here or on its own limiter.
+    for lim in (limiter, other):
+        assert lim.admit("acme", "alice", "write").admitted
+        assert lim.admit("acme", "alice", "write").admitted
+        assert not lim.admit("acme", "alice", "write").admitted
+
+
+def test_a_pin_decides_under_the_profile_in_force(limiter):
+    pin = limiter.pin("acme", "alice", "write")
+    assert limiter.admit_pinned(pin).admitted
+    limiter.reload(ONE_CLASS.replace("tokens: 2,    per: 1m", "tokens: 4,    per: 1m"))
+    assert [limiter.admit_pinned(pin).admitted for _ in range(4)] == [True, True, True, False]
+
+
+def test_a_refusal_after_a_reload_that_reorders_the_classes_has_its_own_class_policy(limiter):
+    # The classes listed the other way round, and one added in front: handles keep their
+    # numbers, the profile its new order.
+    reordered = """\
+name: one
+identities: { capacity: 1024 }
+route_classes:
+  added:
+    burst:     { tokens: 9, per: 1s }
+    sustained: { tokens: 9, per: 1h }
+  fixed:
+    burst:     { tokens: 100, per: 1h }
+    sustained: { tokens: 100, per: 1h }
+  write:
+    burst:     { tokens: 2,    per: 1m }
+    sustained: { tokens: 1200, per: 1h }
+retry_after: { max: 1h }
+"""
+    limiter.reload(reordered)
+    for _ in range(2):
+        assert limiter.admit("acme", "alice", "write").admitted
+    refused = limiter.admit("acme", "alice", "write")
+    assert dict(refused.refusal()[1])["ratelimit-policy"] == '"burst";q=2;w=60, "sustained";q=1200;w=3600'
+    assert limiter.pin("acme", "alice", "write").route_class == "write"
