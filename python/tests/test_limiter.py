@@ -247,23 +247,13 @@ def test_a_pin_decides_under_the_profile_in_force(limiter):
 
 
 def test_a_refusal_after_a_reload_that_reorders_the_classes_has_its_own_class_policy(limiter):
-    # The classes listed the other way round, and one added in front: handles keep their
+    # The same classes with write listed last, and one added in front: handles keep their
     # numbers, the profile its new order.
-    reordered = """\
-name: one
-identities: { capacity: 1024 }
-route_classes:
-  added:
-    burst:     { tokens: 9, per: 1s }
-    sustained: { tokens: 9, per: 1h }
-  fixed:
-    burst:     { tokens: 100, per: 1h }
-    sustained: { tokens: 100, per: 1h }
-  write:
-    burst:     { tokens: 2,    per: 1m }
-    sustained: { tokens: 1200, per: 1h }
-retry_after: { max: 1h }
-"""
+    write = "  write:\n    burst:     { tokens: 2,    per: 1m }\n    sustained: { tokens: 1200, per: 1h }\n"
+    added = "  added:\n    burst:     { tokens: 9, per: 1s }\n    sustained: { tokens: 9, per: 1h }\n"
+    reordered = ONE_CLASS.replace(write, "").replace("retry_after:", write + "retry_after:")
+    reordered = reordered.replace("route_classes:\n", "route_classes:\n" + added)
+    assert reordered.index("added:") < reordered.index("fixed:") < reordered.index("write:")
     limiter.reload(reordered)
     for _ in range(2):
         assert limiter.admit("acme", "alice", "write").admitted
